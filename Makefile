@@ -1,0 +1,94 @@
+# plumb — see README.md. Targets: all (default), run, test, bench, install, clean, format.
+VERSION    ?= 0.1.0
+ARCH       := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
+BUILD      := build
+CC         ?= gcc
+CLANG      ?= clang
+BPFTOOL    ?= bpftool
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+
+CFLAGS     ?= -O2 -g
+CFLAGS     += -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE -DPLUMB_VERSION=\"$(VERSION)\" \
+	      -Iinclude -Isrc -I$(BUILD)
+LDLIBS     += -lbpf -lelf -lz -lmicrohttpd -lpthread -lm
+BPF_CFLAGS := -target bpf -g -O2 -Wall -Werror -D__TARGET_ARCH_$(ARCH) \
+	      -Ibpf/vmlinux/$(ARCH) -Iinclude -Ibpf
+
+BPF_MODULES := io
+BPF_OBJS    := $(BPF_MODULES:%=$(BUILD)/%.bpf.o)
+SKELS       := $(BPF_MODULES:%=$(BUILD)/%.skel.h)
+
+LIB_SRCS := $(filter-out src/main.c,$(wildcard src/*.c src/*/*.c))
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
+
+.PHONY: all deps run test test-unit test-integration bench install clean format check-root
+
+all: $(BUILD)/plumb
+
+$(BUILD)/%.bpf.o: bpf/%.bpf.c include/%.h $(wildcard bpf/*.bpf.h) | $(BUILD)
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(BUILD)/%.skel.h: $(BUILD)/%.bpf.o
+	$(BPFTOOL) gen skeleton $< name $*_bpf > $@
+
+$(BUILD)/src/%.o: src/%.c $(SKELS) $(wildcard src/*.h src/*/*.h include/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libplumb.a: $(LIB_OBJS)
+	$(AR) rcs $@ $^
+
+$(BUILD)/plumb: $(BUILD)/src/main.o $(BUILD)/libplumb.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libplumb.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(BUILD)/libplumb.a -o $@ $(LDLIBS) -lcmocka
+
+# the integration tests' workload: static, so no dynamic loader reads the tested mounts
+$(BUILD)/iowork: tests/integration/iowork.c | $(BUILD)
+	$(CC) -O2 -static -Wall -Wextra -Werror $< -o $@
+
+$(BUILD):
+	mkdir -p $@
+
+check-root:
+	@if [ "$$(id -u)" -ne 0 ]; then \
+		echo "make $(MAKECMDGOALS): needs root (CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN); run: sudo make $(MAKECMDGOALS)" >&2; \
+		exit 1; fi
+
+deps: check-root
+	./scripts/install-deps.sh
+
+run: deps
+	$(MAKE) all
+	./$(BUILD)/plumb agent
+
+test: deps
+	$(MAKE) all $(UNIT_TESTS) $(BUILD)/iowork
+	./tests/run-all.sh
+
+test-unit: $(UNIT_TESTS)
+	./tests/run-all.sh unit
+
+test-integration: check-root all $(BUILD)/iowork
+	./tests/run-all.sh integration
+
+bench: deps
+	$(MAKE) all
+	./bench/run-all.sh
+
+install: all
+	install -D -m 0755 $(BUILD)/plumb $(DESTDIR)$(PREFIX)/bin/plumb
+	install -D -m 0644 docs/plumb.8 $(DESTDIR)$(PREFIX)/share/man/man8/plumb.8
+	install -D -m 0644 deploy/plumb.service $(DESTDIR)/etc/systemd/system/plumb.service
+
+format:
+	clang-format -i bpf/*.bpf.c include/*.h src/*.c src/*.h src/*/*.c src/*/*.h tests/unit/*.c
+
+clean:
+	rm -rf $(BUILD)
+
+.SECONDARY: $(BPF_OBJS) $(SKELS)

@@ -1,0 +1,457 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * io: bytes, calls, errors and latency of file I/O per (cgroup, mount), from syscall
+ * tracepoints only.
+ *
+ * Hot path (see DESIGN.md "The hot path"): the exit program does the work. It reads the fd
+ * from the saved user registers (bpf_task_pt_regs) instead of carrying it from enter to exit
+ * in a map, resolves fd -> file -> mount with one probe read plus a few BTF loads, and adds
+ * into a per-CPU hash without atomics. The only enter work is one timestamp in task-local
+ * storage, for the latency histogram.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "io.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set by user space between open and load. */
+const volatile bool latency_enabled = true;
+const volatile __u32 stats_capacity = 4096;
+
+#define S_IFMT	 00170000
+#define S_IFREG	 0100000
+#define S_IFDIR	 0040000
+#define S_IFBLK	 0060000
+#define AT_FDCWD -100
+#define AT_REMOVEDIR 0x200
+/* include/linux/fs.h: set by do_open() when O_CREAT created the file (since v4.19, 73a09dd94e). */
+#define FMODE_CREATED 0x100000
+/* include/linux/errno.h: kernel-internal codes for a syscall that will be restarted. */
+#define ERESTARTSYS	      512
+#define ERESTART_RESTARTBLOCK 516
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 4096); /* resized from stats_capacity before load */
+	__type(key, struct io_key);
+	__type(value, struct io_stats);
+} io_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, IO_LOST_REASONS);
+	__type(key, __u32);
+	__type(value, __u64);
+} io_lost SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} io_path_events SEC(".maps");
+
+/* Entry time of the syscall in flight, per thread: survives migration between CPUs. */
+struct syscall_start {
+	__u64 ts;
+	__s64 nr;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct syscall_start);
+} io_start SEC(".maps");
+
+/* Zeroed value to create entries from: struct io_stats is larger than the BPF stack. */
+static struct io_stats zero_stats;
+
+/* Layouts of the syscalls/sys_{enter,exit}_* tracepoints (their format files). */
+struct syscall_enter_ctx {
+	__u64 common;
+	int nr;
+	int pad;
+	unsigned long args[6];
+};
+
+struct syscall_exit_ctx {
+	__u64 common;
+	int nr;
+	int pad;
+	long ret;
+};
+
+#if defined(__TARGET_ARCH_x86)
+#define SYSCALL_ARG1(regs) ((regs)->di)
+#define SYSCALL_ARG2(regs) ((regs)->si)
+#define SYSCALL_ARG3(regs) ((regs)->dx)
+#elif defined(__TARGET_ARCH_arm64)
+/* arm64 keeps the first argument in orig_x0: x0 is overwritten by the return value. */
+#define SYSCALL_ARG1(regs) ((regs)->orig_x0)
+#define SYSCALL_ARG2(regs) ((regs)->regs[1])
+#define SYSCALL_ARG3(regs) ((regs)->regs[2])
+#else
+#error "plumb io: unsupported architecture"
+#endif
+
+static __always_inline void count_lost(__u32 reason)
+{
+	__u64 *n = bpf_map_lookup_elem(&io_lost, &reason);
+
+	if (n)
+		*n += 1;
+}
+
+static __always_inline struct io_stats *stats_for(__u64 cgroup_id, __u32 mnt_id)
+{
+	struct io_key key = { .cgroup_id = cgroup_id, .mnt_id = mnt_id };
+	struct io_stats *s;
+
+	s = bpf_map_lookup_elem(&io_stats, &key);
+	if (s)
+		return s;
+	/* -EEXIST means another CPU created it first; any other failure is a full map. */
+	if (bpf_map_update_elem(&io_stats, &key, &zero_stats, BPF_NOEXIST) &&
+	    !bpf_map_lookup_elem(&io_stats, &key)) {
+		count_lost(IO_LOST_STATS_MAP_FULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&io_stats, &key);
+}
+
+static __always_inline struct file *fd_to_file(struct task_struct *task, long fd)
+{
+	struct fdtable *fdt = task->files->fdt;
+	struct file **fds;
+	struct file *file = NULL;
+
+	if (fd < 0 || fd >= fdt->max_fds)
+		return NULL;
+	fds = fdt->fd;
+	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
+	return file;
+}
+
+static __always_inline __u32 vfsmount_id(struct vfsmount *vfsmnt)
+{
+	struct mount *mnt = (void *)vfsmnt - bpf_core_field_offset(struct mount, mnt);
+
+	return BPF_CORE_READ(mnt, mnt_id);
+}
+
+static __always_inline __u32 file_mode_type(struct file *file)
+{
+	return BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT;
+}
+
+/* Log2 bucket such that bucket k holds v <= 2^(IO_LAT_MIN_SHIFT + k). */
+static __always_inline __u32 latency_bucket(__u64 ns)
+{
+	__u64 v;
+	__u32 log = 0;
+
+	if (ns <= (1ULL << IO_LAT_MIN_SHIFT))
+		return 0;
+	v = ns - 1; /* ceil(log2(ns)) = floor(log2(ns - 1)) + 1 for ns >= 2 */
+	if (v >> 32) {
+		v >>= 32;
+		log += 32;
+	}
+	if (v >> 16) {
+		v >>= 16;
+		log += 16;
+	}
+	if (v >> 8) {
+		v >>= 8;
+		log += 8;
+	}
+	if (v >> 4) {
+		v >>= 4;
+		log += 4;
+	}
+	if (v >> 2) {
+		v >>= 2;
+		log += 2;
+	}
+	if (v >> 1)
+		log += 1;
+	log = log + 1 - IO_LAT_MIN_SHIFT;
+	return log < IO_LAT_BUCKETS - 1 ? log : IO_LAT_BUCKETS - 1;
+}
+
+static __always_inline int rw_enter(struct syscall_enter_ctx *ctx)
+{
+	struct syscall_start *start;
+
+	if (!latency_enabled)
+		return 0;
+	start = bpf_task_storage_get(&io_start, bpf_get_current_task_btf(), NULL,
+				     BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (start) {
+		start->ts = bpf_ktime_get_ns();
+		start->nr = ctx->nr;
+	}
+	return 0;
+}
+
+static __always_inline int rw_exit(struct syscall_exit_ctx *ctx, int dir)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	long ret = ctx->ret;
+	struct syscall_start *start;
+	struct io_stats *s;
+	struct file *file;
+	__u32 mnt_id = 0, type;
+	__u64 now;
+
+	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
+		return 0; /* not finished: the kernel restarts it or turns it into EINTR */
+
+	file = fd_to_file(task, (long)SYSCALL_ARG1(regs));
+	if (file) {
+		type = file_mode_type(file);
+		if (type != S_IFREG && type != S_IFBLK)
+			return 0; /* pipes, sockets, ttys: wait and flow's business */
+		mnt_id = vfsmount_id(BPF_CORE_READ(file, f_path.mnt));
+	} else if (ret >= 0) {
+		return 0; /* closed by another thread since: nothing to attribute */
+	}
+
+	s = stats_for(bpf_get_current_cgroup_id(), mnt_id);
+	if (!s)
+		return 0;
+	s->calls[dir]++;
+	if (ret < 0)
+		s->errors[dir]++;
+	else
+		s->bytes[dir] += ret;
+
+	if (!latency_enabled)
+		return 0;
+	start = bpf_task_storage_get(&io_start, task, NULL, 0);
+	if (!start || !start->ts || start->nr != ctx->nr)
+		return 0;
+	now = bpf_ktime_get_ns();
+	s->lat_sum_ns[dir] += now - start->ts;
+	s->lat[dir][latency_bucket(now - start->ts)]++;
+	start->ts = 0;
+	return 0;
+}
+
+/* The mount where a path lookup starts: root for absolute paths, else dirfd or the cwd. */
+static __always_inline int lookup_start(struct task_struct *task, long dirfd, char first,
+					struct vfsmount **mnt, struct dentry **dentry)
+{
+	struct file *file;
+
+	if (first == '/') {
+		*mnt = task->fs->root.mnt;
+		*dentry = task->fs->root.dentry;
+	} else if ((int)dirfd == AT_FDCWD) {
+		*mnt = task->fs->pwd.mnt;
+		*dentry = task->fs->pwd.dentry;
+	} else {
+		file = fd_to_file(task, dirfd);
+		if (!file)
+			return -1;
+		*mnt = BPF_CORE_READ(file, f_path.mnt);
+		*dentry = BPF_CORE_READ(file, f_path.dentry);
+	}
+	return 0;
+}
+
+static __always_inline void count_op(__u32 mnt_id, int op, long ret)
+{
+	struct io_stats *s = stats_for(bpf_get_current_cgroup_id(), mnt_id);
+
+	if (!s || op < 0 || op >= IO_OPS)
+		return;
+	if (ret < 0)
+		s->op_errors[op]++;
+	else
+		s->ops[op]++;
+}
+
+/*
+ * A path operation with no file to look at: mkdir, unlink, rmdir, or a failed open. A single
+ * relative component ("name") is looked up in the start directory itself, so the start
+ * directory's mount is the one touched; anything else may cross mounts, and user space
+ * resolves it from the path and the start directory.
+ */
+static __always_inline int path_op(long dirfd, const char *upath, int op, long ret)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct io_path_event *e;
+	struct vfsmount *mnt;
+	struct dentry *dentry, *root;
+	bool simple = true;
+	int n, i;
+
+	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
+		return 0;
+	e = bpf_ringbuf_reserve(&io_path_events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(IO_LOST_PATH_RINGBUF_FULL);
+		return 0;
+	}
+	n = bpf_probe_read_user_str(e->path, sizeof(e->path), upath);
+	if (lookup_start(task, dirfd, n > 0 ? e->path[0] : 0, &mnt, &dentry)) {
+		/* bad dirfd: nothing was touched; charge it to the unknown mount */
+		bpf_ringbuf_discard(e, 0);
+		count_op(0, op, ret);
+		return 0;
+	}
+	if (n <= 0) {
+		/* unreadable path (EFAULT): the lookup never left the start directory */
+		bpf_ringbuf_discard(e, 0);
+		count_op(vfsmount_id(mnt), op, ret);
+		return 0;
+	}
+	if (n >= (int)sizeof(e->path))
+		simple = false;
+	for (i = 0; i < IO_PATH_MAX && i < n - 1 && simple; i++) {
+		if (e->path[i] == '/')
+			simple = false;
+	}
+	if (e->path[0] == '.' && (n == 2 || (e->path[1] == '.' && n == 3)))
+		simple = false;
+	if (simple) {
+		bpf_ringbuf_discard(e, 0);
+		count_op(vfsmount_id(mnt), op, ret);
+		return 0;
+	}
+
+	e->cgroup_id = bpf_get_current_cgroup_id();
+	e->mntns_inum = BPF_CORE_READ(task, nsproxy, mnt_ns, ns.inum);
+	e->start_mnt_id = vfsmount_id(mnt);
+	e->op = op;
+	e->ret = ret;
+	root = BPF_CORE_READ(mnt, mnt_root);
+	for (i = 0; i < IO_DENTRY_DEPTH; i++) {
+		if (dentry == root)
+			break;
+		bpf_probe_read_kernel_str(e->start_names[i], IO_DENTRY_NAME,
+					  BPF_CORE_READ(dentry, d_name.name));
+		dentry = BPF_CORE_READ(dentry, d_parent);
+	}
+	e->depth = (i == IO_DENTRY_DEPTH && dentry != root) ? IO_DENTRY_DEPTH + 1 : i;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+static __always_inline int open_exit(struct syscall_exit_ctx *ctx, long dirfd, const char *upath)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct file *file;
+	__u32 type;
+
+	if (ctx->ret < 0)
+		return path_op(dirfd, upath, IO_OP_OPEN, ctx->ret);
+	file = fd_to_file(task, ctx->ret);
+	if (!file)
+		return 0;
+	type = file_mode_type(file);
+	if (type != S_IFREG && type != S_IFDIR && type != S_IFBLK)
+		return 0;
+	count_op(vfsmount_id(BPF_CORE_READ(file, f_path.mnt)),
+		 BPF_CORE_READ(file, f_mode) & FMODE_CREATED ? IO_OP_CREATE : IO_OP_OPEN, 0);
+	return 0;
+}
+
+static __always_inline struct pt_regs *current_regs(void)
+{
+	return (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+}
+
+#define RW_PROGS(name, dir)                                                                   \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                                           \
+	int enter_##name(struct syscall_enter_ctx *ctx)                                       \
+	{                                                                                     \
+		return rw_enter(ctx);                                                         \
+	}                                                                                     \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                                            \
+	int exit_##name(struct syscall_exit_ctx *ctx)                                         \
+	{                                                                                     \
+		return rw_exit(ctx, dir);                                                     \
+	}
+
+RW_PROGS(read, IO_READ)
+RW_PROGS(readv, IO_READ)
+RW_PROGS(pread64, IO_READ)
+RW_PROGS(preadv, IO_READ)
+RW_PROGS(preadv2, IO_READ)
+RW_PROGS(write, IO_WRITE)
+RW_PROGS(writev, IO_WRITE)
+RW_PROGS(pwrite64, IO_WRITE)
+RW_PROGS(pwritev, IO_WRITE)
+RW_PROGS(pwritev2, IO_WRITE)
+
+SEC("tracepoint/syscalls/sys_exit_open")
+int exit_open(struct syscall_exit_ctx *ctx)
+{
+	return open_exit(ctx, AT_FDCWD, (const char *)SYSCALL_ARG1(current_regs()));
+}
+
+SEC("tracepoint/syscalls/sys_exit_creat")
+int exit_creat(struct syscall_exit_ctx *ctx)
+{
+	return open_exit(ctx, AT_FDCWD, (const char *)SYSCALL_ARG1(current_regs()));
+}
+
+SEC("tracepoint/syscalls/sys_exit_openat")
+int exit_openat(struct syscall_exit_ctx *ctx)
+{
+	struct pt_regs *regs = current_regs();
+
+	return open_exit(ctx, (long)SYSCALL_ARG1(regs), (const char *)SYSCALL_ARG2(regs));
+}
+
+SEC("tracepoint/syscalls/sys_exit_openat2")
+int exit_openat2(struct syscall_exit_ctx *ctx)
+{
+	struct pt_regs *regs = current_regs();
+
+	return open_exit(ctx, (long)SYSCALL_ARG1(regs), (const char *)SYSCALL_ARG2(regs));
+}
+
+SEC("tracepoint/syscalls/sys_exit_mkdir")
+int exit_mkdir(struct syscall_exit_ctx *ctx)
+{
+	return path_op(AT_FDCWD, (const char *)SYSCALL_ARG1(current_regs()), IO_OP_MKDIR,
+		       ctx->ret);
+}
+
+SEC("tracepoint/syscalls/sys_exit_mkdirat")
+int exit_mkdirat(struct syscall_exit_ctx *ctx)
+{
+	struct pt_regs *regs = current_regs();
+
+	return path_op((long)SYSCALL_ARG1(regs), (const char *)SYSCALL_ARG2(regs), IO_OP_MKDIR,
+		       ctx->ret);
+}
+
+SEC("tracepoint/syscalls/sys_exit_unlink")
+int exit_unlink(struct syscall_exit_ctx *ctx)
+{
+	return path_op(AT_FDCWD, (const char *)SYSCALL_ARG1(current_regs()), IO_OP_UNLINK,
+		       ctx->ret);
+}
+
+SEC("tracepoint/syscalls/sys_exit_unlinkat")
+int exit_unlinkat(struct syscall_exit_ctx *ctx)
+{
+	struct pt_regs *regs = current_regs();
+	int op = (SYSCALL_ARG3(regs) & AT_REMOVEDIR) ? IO_OP_RMDIR : IO_OP_UNLINK;
+
+	return path_op((long)SYSCALL_ARG1(regs), (const char *)SYSCALL_ARG2(regs), op, ctx->ret);
+}
+
+SEC("tracepoint/syscalls/sys_exit_rmdir")
+int exit_rmdir(struct syscall_exit_ctx *ctx)
+{
+	return path_op(AT_FDCWD, (const char *)SYSCALL_ARG1(current_regs()), IO_OP_RMDIR,
+		       ctx->ret);
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Types shared by bpf/io.bpf.c and src/modules/io.c: fixed-width only. */
+#ifndef PLUMB_IO_H
+#define PLUMB_IO_H
+
+/*
+ * Latency histogram: bucket k counts calls with latency <= 2^(IO_LAT_MIN_SHIFT + k) ns, so that
+ * bucket k exports directly as le = 2^(IO_LAT_MIN_SHIFT + k) / 1e9 seconds; the last bucket
+ * counts everything above the largest bound (it becomes le="+Inf").
+ * 2^10 ns ~ 1 us ... 2^34 ns ~ 17 s.
+ */
+#define IO_LAT_MIN_SHIFT 10
+#define IO_LAT_BUCKETS	 26
+
+enum io_dir {
+	IO_READ = 0,
+	IO_WRITE = 1,
+	IO_DIRS,
+};
+
+enum io_op {
+	IO_OP_OPEN = 0,
+	IO_OP_CREATE,
+	IO_OP_MKDIR,
+	IO_OP_UNLINK,
+	IO_OP_RMDIR,
+	IO_OPS,
+};
+
+/* Reasons an event was not counted; index of the io_lost per-CPU array. */
+enum io_lost_reason {
+	IO_LOST_STATS_MAP_FULL = 0, /* io_stats had no room for a new (cgroup, mount) */
+	IO_LOST_PATH_RINGBUF_FULL,  /* a path operation's event found the ring buffer full */
+	IO_LOST_REASONS,
+};
+
+struct io_key {
+	__u64 cgroup_id;
+	__u32 mnt_id; /* struct mount.mnt_id, as in /proc/<pid>/mountinfo; 0: no file (EBADF) */
+	__u32 pad;
+};
+
+struct io_stats {
+	__u64 bytes[IO_DIRS];
+	__u64 calls[IO_DIRS];
+	__u64 errors[IO_DIRS];
+	__u64 lat_sum_ns[IO_DIRS];
+	__u64 lat[IO_DIRS][IO_LAT_BUCKETS];
+	__u64 ops[IO_OPS];
+	__u64 op_errors[IO_OPS];
+};
+
+/*
+ * A path operation (mkdir, unlink, rmdir) whose path crosses directories: BPF cannot walk the
+ * path, so it sends the path and where the lookup started, and user space finds the mount.
+ */
+#define IO_PATH_MAX	 256
+#define IO_DENTRY_DEPTH	 16
+#define IO_DENTRY_NAME	 64
+
+struct io_path_event {
+	__u64 cgroup_id;
+	__u32 mntns_inum;   /* mount namespace of the caller */
+	__u32 start_mnt_id; /* mount where the lookup started (root for absolute paths) */
+	__u32 op;	    /* enum io_op */
+	__s32 ret;
+	__u32 depth;	    /* components of start_names used; > IO_DENTRY_DEPTH: truncated */
+	__u32 pad;
+	/* the start directory below its mount's root, innermost first */
+	char start_names[IO_DENTRY_DEPTH][IO_DENTRY_NAME];
+	char path[IO_PATH_MAX];
+};
+
+#endif

@@ -1,0 +1,38 @@
+#!/bin/sh
+# Installs every build, run, test and benchmark dependency of plumb from Debian's registry.
+# Idempotent: packages already present are not downloaded again, and apt-get update runs
+# only when something is missing.
+set -eu
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps.sh: must run as root (apt-get needs it); run it with sudo" >&2
+	exit 1
+fi
+
+PKGS="make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
+libmicrohttpd-dev libcmocka-dev prometheus fio curl e2fsprogs util-linux iproute2
+openmpi-bin libopenmpi-dev python3 procps"
+
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+		missing="$missing $p"
+	fi
+done
+
+if [ -z "$missing" ]; then
+	echo "install-deps: all dependencies present"
+	exit 0
+fi
+
+echo "install-deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >/dev/null
+# Debian's prometheus package starts a system-wide server on :9090; plumb's tests start their
+# own on loopback, so the packaged service is not needed and would only take the port.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
+	systemctl stop prometheus || true
+fi
+echo "install-deps: done"

@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The agent: loads the requested modules, serves /metrics, and between scrapes lets each
+ * module do its housekeeping. A module that fails to load is reported and left out; the
+ * others keep running.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "agent.h"
+#include "cli.h"
+#include "log.h"
+#include "plumb.h"
+#include "privileges.h"
+#include "export/http.h"
+#include "export/prom.h"
+#include "identity/cgroup.h"
+
+#define AGENT_TICK_MS 250
+
+static volatile sig_atomic_t exiting;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	exiting = 1;
+}
+
+struct agent {
+	pthread_mutex_t lock; /* modules' state: ticks and scrapes take turns */
+	uint32_t requested;   /* bit i: plumb_modules[i] */
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int bpf_stats_enabled(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/bpf_stats_enabled", "r");
+	int on = 0;
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%d", &on) != 1)
+		on = 0;
+	fclose(f);
+	return on;
+}
+
+static void write_program_stats(struct prom_writer *w, struct module_health *health)
+{
+	struct bpf_prog_info info;
+	struct bpf_program *prog;
+	struct prom_label l[2];
+	__u32 len;
+	int pass;
+
+	/* two families, each over every program of every module */
+	for (pass = 0; pass < 2; pass++) {
+		if (pass == 0)
+			prom_family(w, "plumb_bpf_program_run_seconds_total", PROM_COUNTER,
+				    "Time the module's BPF programs ran (kernel.bpf_stats_enabled).");
+		else
+			prom_family(w, "plumb_bpf_program_runs_total", PROM_COUNTER,
+				    "Runs of the module's BPF programs (kernel.bpf_stats_enabled).");
+		for (size_t i = 0; i < plumb_module_count; i++) {
+			if (!plumb_modules[i]->up || !health[i].obj)
+				continue;
+			bpf_object__for_each_program(prog, health[i].obj)
+			{
+				if (bpf_program__fd(prog) < 0)
+					continue;
+				memset(&info, 0, sizeof(info));
+				len = sizeof(info);
+				if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len))
+					continue;
+				l[0] = (struct prom_label){ "module", plumb_modules[i]->name };
+				l[1] = (struct prom_label){ "program", bpf_program__name(prog) };
+				prom_sample(w, l, 2,
+					    pass == 0 ? info.run_time_ns / 1e9 :
+							(double)info.run_cnt);
+			}
+		}
+	}
+}
+
+static void write_self_metrics(struct agent *a, struct prom_writer *w)
+{
+	struct module_health health[32];
+	struct prom_label l[3];
+	size_t i, j;
+
+	memset(health, 0, sizeof(health));
+	for (i = 0; i < plumb_module_count; i++)
+		if (plumb_modules[i]->up && plumb_modules[i]->health)
+			plumb_modules[i]->health(plumb_modules[i], &health[i]);
+
+	prom_family(w, "plumb_build_info", PROM_GAUGE, "plumb's version; always 1.");
+	l[0] = (struct prom_label){ "version", PLUMB_VERSION };
+	prom_sample(w, l, 1, 1);
+
+	prom_family(w, "plumb_module_up", PROM_GAUGE,
+		    "1 when the module is loaded and attached, 0 when it failed (see the log).");
+	for (i = 0; i < plumb_module_count; i++) {
+		if (!(a->requested & (1u << i)))
+			continue;
+		l[0] = (struct prom_label){ "module", plumb_modules[i]->name };
+		prom_sample(w, l, 1, plumb_modules[i]->up);
+	}
+
+	prom_family(w, "plumb_events_lost_total", PROM_COUNTER,
+		    "Events a module could not count, by reason.");
+	for (i = 0; i < plumb_module_count; i++)
+		for (j = 0; j < health[i].nlost; j++) {
+			l[0] = (struct prom_label){ "module", plumb_modules[i]->name };
+			l[1] = (struct prom_label){ "reason", health[i].lost[j].reason };
+			prom_sample(w, l, 2, (double)health[i].lost[j].count);
+		}
+
+	prom_family(w, "plumb_map_entries", PROM_GAUGE,
+		    "Entries in a module's BPF map or user-space cache.");
+	for (i = 0; i < plumb_module_count; i++)
+		for (j = 0; j < health[i].nmaps; j++) {
+			l[0] = (struct prom_label){ "module", plumb_modules[i]->name };
+			l[1] = (struct prom_label){ "map", health[i].maps[j].name };
+			prom_sample(w, l, 2, (double)health[i].maps[j].entries);
+		}
+	prom_family(w, "plumb_map_capacity", PROM_GAUGE,
+		    "Most entries a module's BPF map or user-space cache can hold.");
+	for (i = 0; i < plumb_module_count; i++)
+		for (j = 0; j < health[i].nmaps; j++) {
+			l[0] = (struct prom_label){ "module", plumb_modules[i]->name };
+			l[1] = (struct prom_label){ "map", health[i].maps[j].name };
+			prom_sample(w, l, 2, (double)health[i].maps[j].capacity);
+		}
+
+	if (bpf_stats_enabled())
+		write_program_stats(w, health);
+}
+
+static int agent_metrics(void *ctx, struct prom_writer *w)
+{
+	struct agent *a = ctx;
+	double start = now_s();
+
+	pthread_mutex_lock(&a->lock);
+	for (size_t i = 0; i < plumb_module_count; i++) {
+		struct plumb_module *m = plumb_modules[i];
+
+		if (m->up && m->collect(m, w))
+			pr_warn("%s: collect failed: %s\n", m->name, strerror(-w->err));
+	}
+	write_self_metrics(a, w);
+	pthread_mutex_unlock(&a->lock);
+
+	prom_family(w, "plumb_scrape_duration_seconds", PROM_GAUGE,
+		    "Time this scrape took to write the metrics above.");
+	prom_sample(w, NULL, 0, now_s() - start);
+	return w->err;
+}
+
+static void load_modules(struct agent *a, const struct plumb_config *cfg)
+{
+	for (size_t i = 0; i < plumb_module_count; i++) {
+		struct plumb_module *m = plumb_modules[i];
+
+		if (!(a->requested & (1u << i)))
+			continue;
+		m->error[0] = '\0';
+		if (m->load(m, cfg)) {
+			pr_warn("module %s: disabled: %s\n", m->name,
+				m->error[0] ? m->error : "load failed");
+			m->up = false;
+			continue;
+		}
+		m->up = true;
+		pr_info("module %s: up\n", m->name);
+	}
+}
+
+static void unload_modules(void)
+{
+	for (size_t i = 0; i < plumb_module_count; i++)
+		if (plumb_modules[i]->up) {
+			plumb_modules[i]->unload(plumb_modules[i]);
+			plumb_modules[i]->up = false;
+		}
+}
+
+int agent_config(struct plumb_config *cfg, char *cgroup_root, size_t len)
+{
+	if (cgroup2_mount_point(cgroup_root, len)) {
+		pr_warn("no cgroup2 file system is mounted (see /proc/self/mountinfo)\n");
+		return -ENOENT;
+	}
+	cfg->cgroup_root = cgroup_root;
+	return 0;
+}
+
+int agent_run(const struct agent_options *o)
+{
+	struct agent a = { .lock = PTHREAD_MUTEX_INITIALIZER, .requested = o->modules };
+	struct plumb_config cfg = {
+		.cgroup_grace_s = o->grace_s,
+		.io_capacity = o->io_capacity,
+		.io_latency = o->io_latency,
+	};
+	struct sigaction sa = { .sa_handler = on_signal };
+	char cgroup_root[4096], err[256];
+	struct http_server *http = NULL;
+	int ret = 0;
+
+	if (privileges_check("plumb agent") || tracefs_ensure() || agent_config(&cfg, cgroup_root, sizeof(cgroup_root)))
+		return 1;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	if (!o->check) {
+		/* the port first: a port in use fails before any BPF is loaded */
+		http = http_start(o->addr, o->port, agent_metrics, &a, err, sizeof(err));
+		if (!http) {
+			pr_warn("%s\n", err);
+			return 1;
+		}
+	}
+	load_modules(&a, &cfg);
+	if (o->check) {
+		for (size_t i = 0; i < plumb_module_count; i++) {
+			if (!(a.requested & (1u << i)))
+				continue;
+			printf("%-10s %-12s %s\n", plumb_modules[i]->name,
+			       plumb_modules[i]->up ? "available" : "unavailable",
+			       plumb_modules[i]->up ? plumb_modules[i]->summary :
+						      plumb_modules[i]->error);
+			if (!plumb_modules[i]->up)
+				ret = 1;
+		}
+		unload_modules();
+		return ret;
+	}
+
+	pr_info("serving metrics at http://%s%s%s:%u/metrics\n", strchr(o->addr, ':') ? "[" : "",
+		o->addr, strchr(o->addr, ':') ? "]" : "", o->port);
+	while (!exiting) {
+		usleep(AGENT_TICK_MS * 1000);
+		pthread_mutex_lock(&a.lock);
+		for (size_t i = 0; i < plumb_module_count; i++)
+			if (plumb_modules[i]->up && plumb_modules[i]->tick)
+				plumb_modules[i]->tick(plumb_modules[i]);
+		pthread_mutex_unlock(&a.lock);
+	}
+	pr_info("exiting\n");
+	http_stop(http);
+	pthread_mutex_lock(&a.lock);
+	unload_modules();
+	pthread_mutex_unlock(&a.lock);
+	return 0;
+}

@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "plumb.h"
+
+int cli_parse_duration_ms(const char *s, unsigned int *ms)
+{
+	static const struct {
+		const char *suffix;
+		unsigned long mult;
+	} units[] = { { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 }, { "", 1000 } };
+	unsigned long v;
+	char *end;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(end, units[i].suffix))
+			continue;
+		if (v > UINT_MAX / units[i].mult)
+			return -ERANGE;
+		*ms = (unsigned int)(v * units[i].mult);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int cli_parse_listen(const char *s, char *addr, size_t addrlen, uint16_t *port)
+{
+	const char *colon, *host = s;
+	size_t hostlen;
+	unsigned long p;
+	char *end;
+
+	if (s[0] == '[') { /* [v6]:port */
+		colon = strstr(s, "]:");
+		if (!colon)
+			return -EINVAL;
+		host = s + 1;
+		hostlen = colon - host;
+		colon++;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon || strchr(s, ':') != colon)
+			return -EINVAL;
+		hostlen = colon - s;
+	}
+	if (hostlen == 0 || hostlen >= addrlen)
+		return -EINVAL;
+	errno = 0;
+	p = strtoul(colon + 1, &end, 10);
+	if (errno || *end || end == colon + 1 || p == 0 || p > 65535)
+		return -EINVAL;
+	memcpy(addr, host, hostlen);
+	addr[hostlen] = '\0';
+	*port = (uint16_t)p;
+	return 0;
+}
+
+static void module_names(char *out, size_t len)
+{
+	size_t n = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < plumb_module_count && n < len; i++)
+		n += snprintf(out + n, len - n, "%s%s", i ? ", " : "", plumb_modules[i]->name);
+}
+
+int cli_parse_modules(const char *s, uint32_t *mask, char *err, size_t errlen)
+{
+	char buf[256], names[128], *tok, *save = NULL;
+	size_t i;
+
+	if (strlen(s) >= sizeof(buf)) {
+		snprintf(err, errlen, "--modules: list too long");
+		return -EINVAL;
+	}
+	snprintf(buf, sizeof(buf), "%s", s);
+	*mask = 0;
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		for (i = 0; i < plumb_module_count; i++)
+			if (!strcmp(tok, plumb_modules[i]->name))
+				break;
+		if (i == plumb_module_count) {
+			module_names(names, sizeof(names));
+			snprintf(err, errlen, "unknown module '%s' (valid: %s)", tok, names);
+			return -EINVAL;
+		}
+		*mask |= 1u << i;
+	}
+	if (!*mask) {
+		snprintf(err, errlen, "--modules: empty list");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int parse_uint(const char *s, unsigned int min, unsigned int max, unsigned int *out)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || end == s || *s == '-' || v < min || v > max)
+		return -EINVAL;
+	*out = (unsigned int)v;
+	return 0;
+}
+
+/* getopt_long with its messages off: errors come back in err, one line. */
+static int next_opt(int argc, char **argv, const struct option *opts, const char *shortopts,
+		    char *err, size_t errlen)
+{
+	int c = getopt_long(argc, argv, shortopts, opts, NULL);
+
+	if (c == '?') {
+		if (optopt)
+			snprintf(err, errlen, "unknown option '-%c'", optopt);
+		else
+			snprintf(err, errlen, "unknown option '%s'", argv[optind - 1]);
+	} else if (c == ':') {
+		snprintf(err, errlen, "option '%s' needs a value", argv[optind - 1]);
+		c = '?';
+	}
+	return c;
+}
+
+enum { OPT_GRACE = 256, OPT_IO_CAPACITY, OPT_NO_LATENCY, OPT_CHECK };
+
+enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, char *err,
+				size_t errlen)
+{
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "modules", required_argument, NULL, 'm' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "check", no_argument, NULL, OPT_CHECK },
+		{ "cgroup-grace", required_argument, NULL, OPT_GRACE },
+		{ "io-capacity", required_argument, NULL, OPT_IO_CAPACITY },
+		{ "no-io-latency", no_argument, NULL, OPT_NO_LATENCY },
+		{ 0 },
+	};
+	unsigned int ms;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	snprintf(o->addr, sizeof(o->addr), "%s", PLUMB_DEFAULT_ADDR);
+	o->port = PLUMB_DEFAULT_PORT;
+	o->modules = (1u << plumb_module_count) - 1;
+	o->grace_s = 300;
+	o->io_capacity = 4096;
+	o->io_latency = true;
+	optind = 0;
+	opterr = 0;
+	while ((c = next_opt(argc, argv, opts, ":l:m:vh", err, errlen)) != -1) {
+		switch (c) {
+		case 'l':
+			if (cli_parse_listen(optarg, o->addr, sizeof(o->addr), &o->port)) {
+				snprintf(err, errlen, "--listen: '%s' is not ADDR:PORT", optarg);
+				return CLI_ERROR;
+			}
+			break;
+		case 'm':
+			if (cli_parse_modules(optarg, &o->modules, err, errlen))
+				return CLI_ERROR;
+			break;
+		case 'v':
+			o->verbose++;
+			break;
+		case 'h':
+			return CLI_HELP;
+		case OPT_CHECK:
+			o->check = true;
+			break;
+		case OPT_GRACE:
+			if (cli_parse_duration_ms(optarg, &ms)) {
+				snprintf(err, errlen, "--cgroup-grace: '%s' is not a duration", optarg);
+				return CLI_ERROR;
+			}
+			o->grace_s = ms / 1000;
+			break;
+		case OPT_IO_CAPACITY:
+			if (parse_uint(optarg, 16, 1u << 20, &o->io_capacity)) {
+				snprintf(err, errlen, "--io-capacity: '%s' is not in 16..1048576",
+					 optarg);
+				return CLI_ERROR;
+			}
+			break;
+		case OPT_NO_LATENCY:
+			o->io_latency = false;
+			break;
+		default:
+			return CLI_ERROR;
+		}
+	}
+	if (optind < argc) {
+		snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+		return CLI_ERROR;
+	}
+	return CLI_OK;
+}
+
+enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *err,
+			     size_t errlen)
+{
+	static const struct option opts[] = {
+		{ "interval", required_argument, NULL, 'i' },
+		{ "count", required_argument, NULL, 'c' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "io-capacity", required_argument, NULL, OPT_IO_CAPACITY },
+		{ "no-io-latency", no_argument, NULL, OPT_NO_LATENCY },
+		{ 0 },
+	};
+	unsigned int count;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->interval_ms = 1000;
+	o->io_capacity = 4096;
+	o->io_latency = true;
+	optind = 0;
+	opterr = 0;
+	while ((c = next_opt(argc, argv, opts, ":i:c:jvh", err, errlen)) != -1) {
+		switch (c) {
+		case 'i':
+			if (cli_parse_duration_ms(optarg, &o->interval_ms) ||
+			    o->interval_ms < 100) {
+				snprintf(err, errlen,
+					 "--interval: '%s' is not a duration of at least 100ms",
+					 optarg);
+				return CLI_ERROR;
+			}
+			break;
+		case 'c':
+			if (parse_uint(optarg, 1, 1u << 30, &count)) {
+				snprintf(err, errlen, "--count: '%s' is not a positive number",
+					 optarg);
+				return CLI_ERROR;
+			}
+			o->count = count;
+			break;
+		case 'j':
+			o->json = true;
+			break;
+		case 'v':
+			o->verbose++;
+			break;
+		case 'h':
+			return CLI_HELP;
+		case OPT_IO_CAPACITY:
+			if (parse_uint(optarg, 16, 1u << 20, &o->io_capacity)) {
+				snprintf(err, errlen, "--io-capacity: '%s' is not in 16..1048576",
+					 optarg);
+				return CLI_ERROR;
+			}
+			break;
+		case OPT_NO_LATENCY:
+			o->io_latency = false;
+			break;
+		default:
+			return CLI_ERROR;
+		}
+	}
+	if (optind < argc) {
+		snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+		return CLI_ERROR;
+	}
+	return CLI_OK;
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Command-line parsing, kept apart from main() so that it can be tested. */
+#ifndef PLUMB_CLI_H
+#define PLUMB_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PLUMB_DEFAULT_ADDR "127.0.0.1"
+#define PLUMB_DEFAULT_PORT 9977
+
+struct agent_options {
+	char addr[64];
+	uint16_t port;
+	uint32_t modules; /* bit i: plumb_modules[i] */
+	int verbose;
+	bool check;
+	unsigned int grace_s;
+	unsigned int io_capacity;
+	bool io_latency;
+};
+
+struct io_options {
+	unsigned int interval_ms;
+	long count; /* 0: until interrupted */
+	bool json;
+	int verbose;
+	unsigned int io_capacity;
+	bool io_latency;
+};
+
+enum cli_result {
+	CLI_OK = 0,
+	CLI_HELP = 1,	/* --help: print usage to stdout, exit 0 */
+	CLI_ERROR = -1, /* err says why: print it and usage to stderr, exit 2 */
+};
+
+int cli_parse_duration_ms(const char *s, unsigned int *ms);
+int cli_parse_listen(const char *s, char *addr, size_t addrlen, uint16_t *port);
+int cli_parse_modules(const char *s, uint32_t *mask, char *err, size_t errlen);
+enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, char *err,
+				size_t errlen);
+enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *err,
+			     size_t errlen);
+
+#endif

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The agent's HTTP server: GET /metrics and GET /healthz on libmicrohttpd, one internal
+ * polling thread, bounded connections, request memory and time per connection.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <microhttpd.h>
+
+#include "export/http.h"
+#include "export/prom.h"
+#include "log.h"
+
+#define HTTP_MAX_CONNECTIONS	  64
+#define HTTP_MAX_PER_IP		  16
+#define HTTP_CONNECTION_TIMEOUT_S 10
+/* Request line, headers and any body must fit: anything larger gets 431/413 from MHD. */
+#define HTTP_CONNECTION_MEMORY (32 * 1024)
+
+struct http_server {
+	struct MHD_Daemon *daemon;
+	int listen_fd;
+	http_metrics_fn metrics;
+	void *ctx;
+};
+
+static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status,
+			     const char *content_type, char *body, size_t len, int owned)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+
+	resp = MHD_create_response_from_buffer(len, body,
+					       owned ? MHD_RESPMEM_MUST_FREE :
+						       MHD_RESPMEM_PERSISTENT);
+	if (!resp) {
+		if (owned)
+			free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+	ret = MHD_queue_response(conn, status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned int status,
+				  const char *text)
+{
+	return reply(conn, status, "text/plain; charset=utf-8", (char *)text, strlen(text), 0);
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
+			      const char *method, const char *version, const char *upload_data,
+			      size_t *upload_size, void **con_cls)
+{
+	struct http_server *srv = cls;
+	struct prom_writer w;
+	static int first_call;
+
+	(void)version;
+	(void)upload_data;
+	/* MHD calls once with the headers, then again for any body and at its end. */
+	if (!*con_cls) {
+		*con_cls = &first_call;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		*upload_size = 0; /* a body on GET is ignored; bounded by the memory limit */
+		return MHD_YES;
+	}
+	if (strcmp(url, "/metrics") && strcmp(url, "/healthz") && strcmp(url, "/"))
+		return reply_text(conn, MHD_HTTP_NOT_FOUND, "not found: try /metrics\n");
+	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
+		return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
+	if (!strcmp(url, "/healthz"))
+		return reply_text(conn, MHD_HTTP_OK, "ok\n");
+	if (!strcmp(url, "/"))
+		return reply_text(conn, MHD_HTTP_OK,
+				  "plumb agent: metrics at /metrics, health at /healthz\n");
+
+	prom_init(&w);
+	if (srv->metrics(srv->ctx, &w) || w.err) {
+		pr_warn("http: writing metrics failed: %s\n", strerror(w.err ? -w.err : EIO));
+		prom_free(&w);
+		return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "metrics failed\n");
+	}
+	/* the writer's buffer is handed to MHD, which frees it */
+	return reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", w.buf, w.len,
+		     1);
+}
+
+static int listen_socket(const char *addr, uint16_t port, char *err, size_t errlen)
+{
+	struct sockaddr_in6 sa6 = { .sin6_family = AF_INET6, .sin6_port = htons(port) };
+	struct sockaddr_in sa4 = { .sin_family = AF_INET, .sin_port = htons(port) };
+	struct sockaddr *sa;
+	socklen_t salen;
+	int fd, one = 1;
+
+	if (inet_pton(AF_INET, addr, &sa4.sin_addr) == 1) {
+		sa = (struct sockaddr *)&sa4;
+		salen = sizeof(sa4);
+	} else if (inet_pton(AF_INET6, addr, &sa6.sin6_addr) == 1) {
+		sa = (struct sockaddr *)&sa6;
+		salen = sizeof(sa6);
+	} else {
+		snprintf(err, errlen, "listen address '%s' is not an IPv4 or IPv6 address", addr);
+		return -EINVAL;
+	}
+	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -errno;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, sa, salen) || listen(fd, 64)) {
+		int e = errno;
+
+		snprintf(err, errlen, "cannot listen on %s%s%s:%u: %s",
+			 sa->sa_family == AF_INET6 ? "[" : "", addr,
+			 sa->sa_family == AF_INET6 ? "]" : "", port, strerror(e));
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+struct http_server *http_start(const char *addr, uint16_t port, http_metrics_fn metrics,
+			       void *ctx, char *err, size_t errlen)
+{
+	struct http_server *srv = calloc(1, sizeof(*srv));
+
+	if (!srv) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	srv->metrics = metrics;
+	srv->ctx = ctx;
+	srv->listen_fd = listen_socket(addr, port, err, errlen);
+	if (srv->listen_fd < 0) {
+		free(srv);
+		return NULL;
+	}
+	srv->daemon = MHD_start_daemon(
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, handle, srv,
+		MHD_OPTION_LISTEN_SOCKET, srv->listen_fd, MHD_OPTION_CONNECTION_LIMIT,
+		(unsigned int)HTTP_MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+		(unsigned int)HTTP_MAX_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
+		(unsigned int)HTTP_CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+		(size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_END);
+	if (!srv->daemon) {
+		snprintf(err, errlen, "cannot start the HTTP server on %s:%u", addr, port);
+		close(srv->listen_fd);
+		free(srv);
+		return NULL;
+	}
+	return srv;
+}
+
+void http_stop(struct http_server *srv)
+{
+	if (!srv)
+		return;
+	MHD_stop_daemon(srv->daemon); /* closes the listening socket too */
+	free(srv);
+}

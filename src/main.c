@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: GPL-2.0
+/* plumb: what a Linux host's plumbing is doing, per workload. */
+#include <stdio.h>
+#include <string.h>
+
+#include "agent.h"
+#include "cli.h"
+#include "io_view.h"
+#include "log.h"
+#include "plumb.h"
+
+struct cmd {
+	const char *name;
+	const char *summary;
+	int (*run)(int argc, char **argv);
+	void (*usage)(FILE *out);
+};
+
+static void agent_usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: plumb agent [--listen ADDR:PORT] [--modules LIST] [-v] [options]\n"
+		"\n"
+		"Run the agent in the foreground: load the modules and serve Prometheus metrics.\n"
+		"\n"
+		"  -l, --listen ADDR:PORT   where to serve /metrics and /healthz (default %s:%u)\n"
+		"  -m, --modules LIST       comma-separated modules to load (default: all)\n"
+		"      --check              load the modules, print what is available, exit\n"
+		"      --cgroup-grace DUR   keep a removed cgroup's counts this long (default 5m)\n"
+		"      --io-capacity N      (cgroup, mount) pairs the io module keeps (default 4096)\n"
+		"      --no-io-latency      no latency histogram: no sys_enter programs at all\n"
+		"  -v, --verbose            more log output (twice: libbpf's too)\n"
+		"  -h, --help               this help\n"
+		"\n"
+		"Examples:\n"
+		"  plumb agent\n"
+		"  plumb agent --listen 0.0.0.0:9977 --modules io\n"
+		"  curl -s localhost:9977/metrics | grep plumb_io_write_bytes_total\n",
+		PLUMB_DEFAULT_ADDR, PLUMB_DEFAULT_PORT);
+}
+
+static void io_usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: plumb io [--interval DUR] [--count N] [--json]\n"
+		"\n"
+		"Live file I/O per workload and mount: bytes/s, calls/s, errors, operations/s and\n"
+		"p50/p99 latency, over each interval. Needs no running agent.\n"
+		"\n"
+		"  -i, --interval DUR   refresh interval, e.g. 1s, 500ms, 2m (default 1s)\n"
+		"  -c, --count N        stop after N intervals (default: until Ctrl-C)\n"
+		"  -j, --json           one JSON object per interval instead of a table\n"
+		"      --no-io-latency  no latency histogram (p50/p99 shown as -)\n"
+		"  -v, --verbose        more log output\n"
+		"  -h, --help           this help\n"
+		"\n"
+		"On a terminal the table refreshes in place; otherwise each interval is appended.\n"
+		"\n"
+		"Examples:\n"
+		"  plumb io\n"
+		"  plumb io --interval 2s --count 5\n"
+		"  plumb io --json --count 1 | jq '.rows[] | {workload, mount, write_bytes_per_second}'\n");
+}
+
+static int usage_error(const char *cmd, const char *err, void (*usage)(FILE *))
+{
+	fprintf(stderr, "plumb%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", err);
+	usage(stderr);
+	return 2;
+}
+
+static int run_agent(int argc, char **argv)
+{
+	struct agent_options o;
+	char err[256];
+
+	switch (cli_parse_agent(argc, argv, &o, err, sizeof(err))) {
+	case CLI_HELP:
+		agent_usage(stdout);
+		return 0;
+	case CLI_ERROR:
+		return usage_error("agent", err, agent_usage);
+	case CLI_OK:
+		break;
+	}
+	log_level = o.verbose ? LOG_DEBUG : LOG_INFO;
+	log_setup_libbpf();
+	return agent_run(&o);
+}
+
+static int run_io(int argc, char **argv)
+{
+	struct io_options o;
+	char err[256];
+
+	switch (cli_parse_io(argc, argv, &o, err, sizeof(err))) {
+	case CLI_HELP:
+		io_usage(stdout);
+		return 0;
+	case CLI_ERROR:
+		return usage_error("io", err, io_usage);
+	case CLI_OK:
+		break;
+	}
+	log_level = o.verbose ? LOG_DEBUG : LOG_WARN;
+	log_setup_libbpf();
+	return io_view_run(&o);
+}
+
+static const struct cmd cmds[] = {
+	{ "agent", "run the agent: Prometheus metrics for every module", run_agent, agent_usage },
+	{ "io", "live file I/O per workload and mount", run_io, io_usage },
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out, "Usage: plumb <command> [options]\n       plumb --help | --version\n\n"
+		     "Commands:\n");
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(out, "  %-8s %s\n", cmds[i].name, cmds[i].summary);
+	fprintf(out, "\nModules:\n");
+	for (size_t i = 0; i < plumb_module_count; i++)
+		fprintf(out, "  %-8s %s\n", plumb_modules[i]->name, plumb_modules[i]->summary);
+	fprintf(out, "\n'plumb <command> --help' shows a command's options and examples.\n");
+}
+
+static const struct cmd *cmd_select(const char *name)
+{
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(cmds[i].name, name))
+			return &cmds[i];
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	const struct cmd *cmd;
+	char err[128];
+
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+		printf("plumb %s\n", PLUMB_VERSION);
+		return 0;
+	}
+	cmd = cmd_select(argv[1]);
+	if (!cmd) {
+		snprintf(err, sizeof(err), "unknown command '%s'", argv[1]);
+		return usage_error(NULL, err, usage);
+	}
+	return cmd->run(argc - 1, argv + 1);
+}

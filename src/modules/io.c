@@ -1,0 +1,618 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * io module, user space: loads bpf/io.bpf.c, reads its per-CPU (cgroup, mount) counters,
+ * resolves path operations that BPF could not place, names cgroups and mounts, and exports.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <search.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "plumb.h"
+#include "log.h"
+#include "export/prom.h"
+#include "identity/cgroup.h"
+#include "identity/mounts.h"
+#include "identity/workload.h"
+#include "modules/io_module.h"
+#include "io.skel.h"
+
+const char *const io_op_names[IO_OPS] = { "open", "create", "mkdir", "unlink", "rmdir" };
+const char *const io_dir_names[IO_DIRS] = { "read", "write" };
+
+#define IO_RESOLVE_RESCAN_MS 1000
+#define IO_MOUNT_NAMESPACES  256
+
+/* What user space knows of one (cgroup id, mount id) key. */
+struct io_entry {
+	struct io_key key;
+	struct io_stats kernel; /* the BPF map's counts, summed over CPUs, at the last read */
+	struct io_stats user;	/* path operations placed by user space */
+	char cgroup[256];	/* "" until resolved */
+	char mount[256];	/* "" until resolved */
+	char fstype[32];
+	time_t gone_since; /* when its cgroup was first seen removed; 0 while it exists */
+	bool in_map;
+};
+
+struct io_state {
+	struct io_bpf *skel;
+	struct ring_buffer *events;
+	struct cgroup_cache *cgroups;
+	struct mount_cache *mounts;
+	void *entries; /* tsearch tree of struct io_entry */
+	size_t nentries;
+	int ncpus;
+	struct io_stats *percpu; /* one lookup's per-CPU values */
+	unsigned int grace_s;
+	uint32_t capacity;
+	uint64_t unresolved_paths, expired;
+};
+
+static int key_cmp(const void *a, const void *b)
+{
+	const struct io_key *x = a, *y = b;
+
+	if (x->cgroup_id != y->cgroup_id)
+		return x->cgroup_id < y->cgroup_id ? -1 : 1;
+	if (x->mnt_id != y->mnt_id)
+		return x->mnt_id < y->mnt_id ? -1 : 1;
+	return 0;
+}
+
+static struct io_entry *entry_get(struct io_state *s, const struct io_key *key)
+{
+	struct io_entry *e, **found;
+
+	found = tfind(key, &s->entries, key_cmp);
+	if (found)
+		return *found;
+	/* user-space entries are bounded like the map: the map's capacity plus as many again */
+	if (s->nentries >= 2 * (size_t)s->capacity)
+		return NULL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->key = *key;
+	e->key.pad = 0;
+	if (!tsearch(e, &s->entries, key_cmp)) {
+		free(e);
+		return NULL;
+	}
+	s->nentries++;
+	return e;
+}
+
+double io_latency_bound(int k)
+{
+	return ldexp(1.0, IO_LAT_MIN_SHIFT + k) / 1e9;
+}
+
+double io_latency_quantile(const uint64_t *buckets, double q)
+{
+	uint64_t total = 0, seen = 0;
+	double lo, hi, rank;
+
+	for (int k = 0; k < IO_LAT_BUCKETS; k++)
+		total += buckets[k];
+	if (!total)
+		return 0;
+	rank = q * total;
+	for (int k = 0; k < IO_LAT_BUCKETS; k++) {
+		if (seen + buckets[k] >= rank && buckets[k]) {
+			if (k == IO_LAT_BUCKETS - 1)
+				return io_latency_bound(k - 1); /* above the last bound */
+			/* linear within the bucket, as Prometheus' histogram_quantile does */
+			lo = k ? io_latency_bound(k - 1) : 0;
+			hi = io_latency_bound(k);
+			return lo + (hi - lo) * (rank - seen) / buckets[k];
+		}
+		seen += buckets[k];
+	}
+	return io_latency_bound(IO_LAT_BUCKETS - 2);
+}
+
+/* Join the start directory's names (innermost first) into a path below its mount. */
+static void start_dir_path(const struct io_path_event *e, char *out, size_t len)
+{
+	size_t n = 0;
+	int depth = e->depth > IO_DENTRY_DEPTH ? IO_DENTRY_DEPTH : e->depth;
+
+	out[0] = '\0';
+	for (int i = depth - 1; i >= 0 && n < len; i--)
+		n += snprintf(out + n, len - n, "/%.*s", IO_DENTRY_NAME, e->start_names[i]);
+}
+
+/*
+ * The mount a path operation touched: the mount holding the parent of its last component,
+ * found lexically (symlinks inside the path are not followed) in the caller's namespace.
+ */
+static uint32_t place_path_event(struct io_state *s, const struct io_path_event *e)
+{
+	char joined[PATH_MAX * 2], canon[PATH_MAX], below[PATH_MAX];
+	const struct mount_table *t = mount_cache_namespace(s->mounts, e->mntns_inum);
+	const struct mount_entry *start, *m;
+	char *slash;
+
+	if (!t || e->depth > IO_DENTRY_DEPTH)
+		goto unresolved;
+	if (e->path[0] == '/') {
+		snprintf(joined, sizeof(joined), "%.*s", IO_PATH_MAX, e->path);
+	} else {
+		start = mount_table_find(t, e->start_mnt_id);
+		if (!start)
+			goto unresolved;
+		start_dir_path(e, below, sizeof(below));
+		snprintf(joined, sizeof(joined), "%s%s/%.*s", start->mount_point, below,
+			 IO_PATH_MAX, e->path);
+	}
+	if (path_canonicalize(joined, canon, sizeof(canon)))
+		goto unresolved;
+	slash = strrchr(canon, '/');
+	if (slash && slash != canon)
+		*slash = '\0'; /* the parent directory */
+	else
+		canon[1] = '\0';
+	m = mount_table_longest_prefix(t, canon);
+	if (!m)
+		goto unresolved;
+	return m->mnt_id;
+
+unresolved:
+	s->unresolved_paths++;
+	return e->start_mnt_id;
+}
+
+static int handle_path_event(void *ctx, void *data, size_t size)
+{
+	struct io_state *s = ctx;
+	const struct io_path_event *e = data;
+	struct io_key key = { .cgroup_id = e->cgroup_id };
+	struct io_entry *entry;
+
+	if (size < sizeof(*e) || e->op >= IO_OPS)
+		return 0;
+	key.mnt_id = place_path_event(s, e);
+	entry = entry_get(s, &key);
+	if (!entry) {
+		s->unresolved_paths++;
+		return 0;
+	}
+	if (e->ret < 0)
+		entry->user.op_errors[e->op]++;
+	else
+		entry->user.ops[e->op]++;
+	return 0;
+}
+
+static void stats_add(struct io_stats *dst, const struct io_stats *src)
+{
+	const uint64_t *a = (const uint64_t *)src;
+	uint64_t *d = (uint64_t *)dst;
+
+	for (size_t i = 0; i < sizeof(*dst) / sizeof(uint64_t); i++)
+		d[i] += a[i];
+}
+
+/* Copy the BPF map into the entries: one lookup per key, summing the CPUs. */
+static void read_map(struct io_state *s)
+{
+	int fd = bpf_map__fd(s->skel->maps.io_stats);
+	struct io_key key, next, *prev = NULL;
+	struct io_entry *e;
+
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, s->percpu))
+			continue; /* deleted meanwhile */
+		e = entry_get(s, &key);
+		if (!e)
+			continue;
+		memset(&e->kernel, 0, sizeof(e->kernel));
+		for (int cpu = 0; cpu < s->ncpus; cpu++)
+			stats_add(&e->kernel, &s->percpu[cpu]);
+		e->in_map = true;
+	}
+}
+
+static void resolve_entry(struct io_state *s, struct io_entry *e)
+{
+	const struct mount_entry *m;
+	const char *path;
+
+	if (!e->cgroup[0]) {
+		path = cgroup_cache_resolve(s->cgroups, e->key.cgroup_id, IO_RESOLVE_RESCAN_MS);
+		if (path)
+			snprintf(e->cgroup, sizeof(e->cgroup), "%s", path);
+	}
+	if (!e->mount[0]) {
+		if (e->key.mnt_id == 0) {
+			/* a call on an fd that was not open (EBADF): no file, no mount */
+			snprintf(e->mount, sizeof(e->mount), "none");
+			snprintf(e->fstype, sizeof(e->fstype), "none");
+		} else if ((m = mount_cache_lookup(s->mounts, e->key.mnt_id))) {
+			snprintf(e->mount, sizeof(e->mount), "%s", m->mount_point);
+			snprintf(e->fstype, sizeof(e->fstype), "%s", m->fstype);
+		}
+	}
+}
+
+/* Remove a cgroup's entries grace_s after the cgroup itself is gone. */
+static int expire_entry(struct io_state *s, struct io_entry *e, time_t now)
+{
+	if (cgroup_cache_exists(s->cgroups, e->key.cgroup_id)) {
+		e->gone_since = 0;
+		return 0;
+	}
+	if (!e->gone_since)
+		e->gone_since = now;
+	if (now - e->gone_since < (time_t)s->grace_s)
+		return 0;
+	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.io_stats), &e->key);
+	return 1;
+}
+
+struct walk_ctx {
+	struct io_state *s;
+	struct io_entry **list;
+	size_t n;
+};
+
+static void collect_entry(const void *node, VISIT which, void *arg)
+{
+	struct walk_ctx *w = arg;
+
+	if (which == postorder || which == leaf)
+		w->list[w->n++] = *(struct io_entry *const *)node;
+}
+
+/* A flat list of the entries (the tree cannot change while it is walked). */
+static struct io_entry **entry_list(struct io_state *s, size_t *n)
+{
+	struct walk_ctx w = { .s = s };
+
+	w.list = calloc(s->nentries ? s->nentries : 1, sizeof(*w.list));
+	if (!w.list)
+		return NULL;
+	twalk_r(s->entries, collect_entry, &w);
+	*n = w.n;
+	return w.list;
+}
+
+static int io_tick(struct plumb_module *m)
+{
+	struct io_state *s = m->priv;
+	struct io_entry **list;
+	time_t now = time(NULL);
+	size_t n;
+
+	ring_buffer__consume(s->events);
+	read_map(s);
+	list = entry_list(s, &n);
+	if (!list)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		resolve_entry(s, list[i]);
+		if (expire_entry(s, list[i], now)) {
+			tdelete(list[i], &s->entries, key_cmp);
+			free(list[i]);
+			s->nentries--;
+			s->expired++;
+		}
+	}
+	free(list);
+	return 0;
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+	const struct io_row *x = a, *y = b;
+	int c = strcmp(x->cgroup, y->cgroup);
+
+	if (c)
+		return c;
+	c = strcmp(x->mount, y->mount);
+	return c ? c : strcmp(x->fstype, y->fstype);
+}
+
+static void row_add(struct io_row *r, const struct io_stats *st)
+{
+	for (int d = 0; d < IO_DIRS; d++) {
+		r->bytes[d] += st->bytes[d];
+		r->calls[d] += st->calls[d];
+		r->errors[d] += st->errors[d];
+		r->lat_sum_ns[d] += st->lat_sum_ns[d];
+		for (int k = 0; k < IO_LAT_BUCKETS; k++)
+			r->lat[d][k] += st->lat[d][k];
+	}
+	for (int o = 0; o < IO_OPS; o++) {
+		r->ops[o] += st->ops[o];
+		r->op_errors[o] += st->op_errors[o];
+	}
+}
+
+int io_snapshot(struct plumb_module *m, struct io_row **rows, size_t *nrows)
+{
+	struct io_state *s = m->priv;
+	struct io_entry **list;
+	struct io_row *out, *r;
+	size_t n, nout = 0;
+
+	io_tick(m);
+	list = entry_list(s, &n);
+	if (!list)
+		return -ENOMEM;
+	out = calloc(n ? n : 1, sizeof(*out));
+	if (!out) {
+		free(list);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct io_entry *e = list[i];
+		struct io_row key;
+
+		if (e->cgroup[0])
+			snprintf(key.cgroup, sizeof(key.cgroup), "%s", e->cgroup);
+		else
+			snprintf(key.cgroup, sizeof(key.cgroup), "unknown:%llu",
+				 (unsigned long long)e->key.cgroup_id);
+		if (e->mount[0]) {
+			snprintf(key.mount, sizeof(key.mount), "%s", e->mount);
+			snprintf(key.fstype, sizeof(key.fstype), "%s", e->fstype);
+		} else {
+			snprintf(key.mount, sizeof(key.mount), "unknown:%u", e->key.mnt_id);
+			snprintf(key.fstype, sizeof(key.fstype), "unknown");
+		}
+		r = NULL;
+		for (size_t j = 0; j < nout; j++)
+			if (!row_cmp(&out[j], &key)) {
+				r = &out[j];
+				break;
+			}
+		if (!r) {
+			r = &out[nout++];
+			memcpy(r->cgroup, key.cgroup, sizeof(r->cgroup));
+			memcpy(r->mount, key.mount, sizeof(r->mount));
+			memcpy(r->fstype, key.fstype, sizeof(r->fstype));
+			workload_from_cgroup(r->cgroup, r->workload, sizeof(r->workload));
+		}
+		row_add(r, &e->kernel);
+		row_add(r, &e->user);
+	}
+	free(list);
+	qsort(out, nout, sizeof(*out), row_cmp);
+	*rows = out;
+	*nrows = nout;
+	return 0;
+}
+
+static void row_labels(const struct io_row *r, struct prom_label *l)
+{
+	l[0] = (struct prom_label){ "cgroup", r->cgroup };
+	l[1] = (struct prom_label){ "workload", r->workload };
+	l[2] = (struct prom_label){ "mount", r->mount };
+	l[3] = (struct prom_label){ "fstype", r->fstype };
+}
+
+static void emit_dir_counter(struct prom_writer *w, const struct io_row *rows, size_t n,
+			     const char *what, const char *help, size_t offset)
+{
+	char name[64], full_help[160];
+	struct prom_label l[4];
+
+	for (int d = 0; d < IO_DIRS; d++) {
+		snprintf(name, sizeof(name), "plumb_io_%s_%s_total", io_dir_names[d], what);
+		snprintf(full_help, sizeof(full_help), help, io_dir_names[d]);
+		prom_family(w, name, PROM_COUNTER, full_help);
+		for (size_t i = 0; i < n; i++) {
+			const uint64_t *v = (const void *)((const char *)&rows[i] + offset);
+
+			row_labels(&rows[i], l);
+			prom_sample(w, l, 4, (double)v[d]);
+		}
+	}
+}
+
+static int io_collect(struct plumb_module *m, struct prom_writer *w)
+{
+	struct io_state *s = m->priv;
+	double bounds[IO_LAT_BUCKETS - 1];
+	struct prom_label l[5];
+	struct io_row *rows;
+	uint64_t counts[IO_LAT_BUCKETS];
+	size_t n;
+	int err;
+
+	err = io_snapshot(m, &rows, &n);
+	if (err)
+		return err;
+
+	emit_dir_counter(w, rows, n, "bytes", "Bytes transferred by %s-family syscalls.",
+			 offsetof(struct io_row, bytes));
+	emit_dir_counter(w, rows, n, "calls",
+			 "Completed %s-family syscalls on regular files and block devices.",
+			 offsetof(struct io_row, calls));
+	emit_dir_counter(w, rows, n, "errors", "%s-family syscalls that returned an error.",
+			 offsetof(struct io_row, errors));
+
+	prom_family(w, "plumb_io_ops_total", PROM_COUNTER,
+		    "File-system operations that succeeded, by op.");
+	for (size_t i = 0; i < n; i++)
+		for (int o = 0; o < IO_OPS; o++) {
+			row_labels(&rows[i], l);
+			l[4] = (struct prom_label){ "op", io_op_names[o] };
+			prom_sample(w, l, 5, (double)rows[i].ops[o]);
+		}
+	prom_family(w, "plumb_io_op_errors_total", PROM_COUNTER,
+		    "File-system operations that returned an error, by op.");
+	for (size_t i = 0; i < n; i++)
+		for (int o = 0; o < IO_OPS; o++) {
+			row_labels(&rows[i], l);
+			l[4] = (struct prom_label){ "op", io_op_names[o] };
+			prom_sample(w, l, 5, (double)rows[i].op_errors[o]);
+		}
+
+	if (s->skel->rodata->latency_enabled) {
+		for (int k = 0; k < IO_LAT_BUCKETS - 1; k++)
+			bounds[k] = io_latency_bound(k);
+		prom_family(w, "plumb_io_latency_seconds", PROM_HISTOGRAM,
+			    "Latency of read- and write-family syscalls, entry to exit.");
+		for (size_t i = 0; i < n; i++)
+			for (int d = 0; d < IO_DIRS; d++) {
+				row_labels(&rows[i], l);
+				l[4] = (struct prom_label){ "op", io_dir_names[d] };
+				memcpy(counts, rows[i].lat[d], sizeof(counts));
+				prom_histogram(w, l, 5, bounds, counts, IO_LAT_BUCKETS - 1,
+					       rows[i].lat_sum_ns[d] / 1e9);
+			}
+	}
+	free(rows);
+	return w->err;
+}
+
+static void io_health(struct plumb_module *m, struct module_health *h)
+{
+	struct io_state *s = m->priv;
+	static const char *const reasons[IO_LOST_REASONS] = { "stats_map_full",
+							       "ringbuf_full" };
+	uint64_t lost[IO_LOST_REASONS] = { 0 };
+	__u64 *percpu = calloc(s->ncpus, sizeof(__u64));
+	int fd = bpf_map__fd(s->skel->maps.io_lost);
+	struct io_key key, next, *prev = NULL;
+	uint64_t in_map = 0;
+
+	for (__u32 r = 0; percpu && r < IO_LOST_REASONS; r++)
+		if (!bpf_map_lookup_elem(fd, &r, percpu))
+			for (int cpu = 0; cpu < s->ncpus; cpu++)
+				lost[r] += percpu[cpu];
+	free(percpu);
+	fd = bpf_map__fd(s->skel->maps.io_stats);
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		key = next;
+		prev = &key;
+		in_map++;
+	}
+
+	h->nmaps = 0;
+	h->maps[h->nmaps].name = "io_stats";
+	h->maps[h->nmaps].entries = in_map;
+	h->maps[h->nmaps++].capacity = s->capacity;
+	h->maps[h->nmaps].name = "entries";
+	h->maps[h->nmaps].entries = s->nentries;
+	h->maps[h->nmaps++].capacity = 2 * (uint64_t)s->capacity;
+	h->nlost = 0;
+	for (int r = 0; r < IO_LOST_REASONS; r++) {
+		h->lost[h->nlost].reason = reasons[r];
+		h->lost[h->nlost++].count = lost[r];
+	}
+	h->lost[h->nlost].reason = "path_unresolved";
+	h->lost[h->nlost++].count = s->unresolved_paths;
+	h->obj = s->skel->obj;
+}
+
+static void free_entry(void *p)
+{
+	free(p);
+}
+
+static void io_unload(struct plumb_module *m)
+{
+	struct io_state *s = m->priv;
+
+	if (!s)
+		return;
+	ring_buffer__free(s->events);
+	io_bpf__destroy(s->skel);
+	cgroup_cache_free(s->cgroups);
+	mount_cache_free(s->mounts);
+	tdestroy(s->entries, free_entry);
+	free(s->percpu);
+	free(s);
+	m->priv = NULL;
+}
+
+static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
+{
+	struct bpf_program *prog;
+	struct io_state *s;
+	int err;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	m->priv = s;
+	s->grace_s = cfg->cgroup_grace_s;
+	s->capacity = cfg->io_capacity;
+	s->ncpus = libbpf_num_possible_cpus();
+	if (s->ncpus <= 0) {
+		err = s->ncpus ? s->ncpus : -EINVAL;
+		snprintf(m->error, sizeof(m->error), "cannot count CPUs");
+		goto out_unload;
+	}
+	s->percpu = calloc(s->ncpus, sizeof(*s->percpu));
+	s->cgroups = cgroup_cache_new(cfg->cgroup_root, 4 * (size_t)s->capacity);
+	s->mounts = mount_cache_new(IO_MOUNT_NAMESPACES, IO_RESOLVE_RESCAN_MS);
+	if (!s->percpu || !s->cgroups || !s->mounts) {
+		err = -ENOMEM;
+		snprintf(m->error, sizeof(m->error), "out of memory");
+		goto out_unload;
+	}
+
+	s->skel = io_bpf__open();
+	if (!s->skel) {
+		err = -errno;
+		snprintf(m->error, sizeof(m->error), "cannot open BPF object: %s", strerror(-err));
+		goto out_unload;
+	}
+	s->skel->rodata->latency_enabled = cfg->io_latency;
+	s->skel->rodata->stats_capacity = s->capacity;
+	bpf_map__set_max_entries(s->skel->maps.io_stats, s->capacity);
+	if (!cfg->io_latency)
+		bpf_object__for_each_program(prog, s->skel->obj)
+			if (!strncmp(bpf_program__name(prog), "enter_", 6))
+				bpf_program__set_autoload(prog, false);
+
+	err = io_bpf__load(s->skel);
+	if (err) {
+		snprintf(m->error, sizeof(m->error), "cannot load BPF programs: %s",
+			 strerror(-err));
+		goto out_unload;
+	}
+	err = io_bpf__attach(s->skel);
+	if (err) {
+		snprintf(m->error, sizeof(m->error), "cannot attach to syscall tracepoints: %s",
+			 strerror(-err));
+		goto out_unload;
+	}
+	s->events = ring_buffer__new(bpf_map__fd(s->skel->maps.io_path_events),
+				     handle_path_event, s, NULL);
+	if (!s->events) {
+		err = -errno;
+		snprintf(m->error, sizeof(m->error), "cannot open ring buffer: %s",
+			 strerror(-err));
+		goto out_unload;
+	}
+	return 0;
+
+out_unload:
+	io_unload(m);
+	return err;
+}
+
+struct plumb_module io_module = {
+	.name = "io",
+	.summary = "file I/O per workload and mount: bytes, calls, errors, latency, fs ops",
+	.load = io_load,
+	.tick = io_tick,
+	.collect = io_collect,
+	.health = io_health,
+	.unload = io_unload,
+};

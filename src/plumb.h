@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The module interface: what the agent and the views know of a module. */
+#ifndef PLUMB_PLUMB_H
+#define PLUMB_PLUMB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct prom_writer;
+struct bpf_object;
+
+struct plumb_config {
+	const char *cgroup_root;     /* cgroup2 mount point, found in /proc/self/mountinfo */
+	unsigned int cgroup_grace_s; /* how long a removed cgroup's counts stay exported */
+	unsigned int io_capacity;    /* (cgroup, mount) pairs the io module keeps */
+	bool io_latency;	     /* enter timestamps for the latency histogram */
+};
+
+#define MODULE_MAX_MAPS	   4
+#define MODULE_MAX_REASONS 4
+
+/* A module's own health, exported by the agent as plumb_* self-metrics. */
+struct module_health {
+	struct {
+		const char *name;
+		uint64_t entries, capacity;
+	} maps[MODULE_MAX_MAPS];
+	size_t nmaps;
+	struct {
+		const char *reason;
+		uint64_t count;
+	} lost[MODULE_MAX_REASONS];
+	size_t nlost;
+	struct bpf_object *obj; /* for the programs' run time and count */
+};
+
+struct plumb_module {
+	const char *name;
+	const char *summary;
+	/* open, configure rodata, load, attach; on failure fill error and return -errno */
+	int (*load)(struct plumb_module *m, const struct plumb_config *cfg);
+	/* housekeeping between scrapes: drain ring buffers, resolve identities, expire entries */
+	int (*tick)(struct plumb_module *m);
+	/* write the module's metric families */
+	int (*collect)(struct plumb_module *m, struct prom_writer *w);
+	void (*health)(struct plumb_module *m, struct module_health *h);
+	void (*unload)(struct plumb_module *m);
+
+	void *priv;
+	bool up;
+	char error[256];
+};
+
+extern struct plumb_module io_module;
+
+/* All modules, in the order they load and export. */
+extern struct plumb_module *plumb_modules[];
+extern const size_t plumb_module_count;
+
+struct plumb_module *plumb_module_find(const char *name);
+
+#endif

@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef PLUMB_PRIVILEGES_H
+#define PLUMB_PRIVILEGES_H
+
+/*
+ * Checks what loading tracepoint programs needs: CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN),
+ * and a kernel with BTF. On failure prints one line naming what is missing, returns -1.
+ */
+int privileges_check(const char *who);
+
+/* Mounts tracefs at /sys/kernel/tracing when no tracefs is mounted. 0 or -1 (said why). */
+int tracefs_ensure(void);
+
+#endif

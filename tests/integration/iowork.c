@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A workload whose every I/O syscall is known: the integration tests' ground truth.
+ * Built static so that no dynamic loader reads libraries on the tested mounts.
+ *
+ *   iowork [--cgroup DIR] [--sleep-before S] [--sleep-after S] OP...
+ *
+ * It moves itself into the cgroup DIR (writing its pid to DIR/cgroup.procs) before any
+ * other I/O, then runs each OP in order; any syscall that does not return what the OP
+ * expects makes it exit 1 with a message.
+ *
+ *   write:PATH:BYTES:CHUNK   open(O_CREAT|O_TRUNC), write() BYTES in CHUNK-sized calls
+ *   pwrite:PATH:BYTES:CHUNK  the same with pwrite64()
+ *   writev:PATH:BYTES:CHUNK  the same with writev(), each call two iovecs of CHUNK/2
+ *   read:PATH:BYTES:CHUNK    open(O_RDONLY), read() exactly BYTES in CHUNK-sized calls
+ *   pread:PATH:BYTES:CHUNK   the same with pread64()
+ *   readv:PATH:BYTES:CHUNK   the same with readv()
+ *   ebadf:N                  read() on a closed fd, N times (EBADF)
+ *   efault:PATH:N            read() into an unmapped buffer, N times (EFAULT)
+ *   enoent:PATH:N            open() of PATH, which must not exist, N times (ENOENT)
+ *   mkdir:PATH  rmdir:PATH  unlink:PATH  creat:PATH
+ *   mkdirat:DIR:NAME  unlinkat:DIR:NAME  rmdirat:DIR:NAME   (relative to an open DIR)
+ *   sleep:MS
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+
+static char buf[1 << 20];
+/* an address that is never mapped, hidden from the compiler's buffer-size checks */
+static void *volatile unmapped = (void *)8;
+
+static void die(const char *op, const char *what)
+{
+	fprintf(stderr, "iowork: %s: %s: %s\n", op, what, strerror(errno));
+	exit(1);
+}
+
+static long num(const char *s, const char *op)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (!*s || *end || v < 0) {
+		fprintf(stderr, "iowork: %s: bad number '%s'\n", op, s);
+		exit(2);
+	}
+	return v;
+}
+
+static void join_cgroup(const char *dir)
+{
+	char path[4096], pid[32];
+	int fd, n;
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		die("cgroup", path);
+	n = snprintf(pid, sizeof(pid), "%d\n", getpid());
+	if (write(fd, pid, n) != n)
+		die("cgroup", path);
+	close(fd);
+}
+
+static void rw(const char *kind, const char *path, long bytes, long chunk)
+{
+	int writing = kind[0] == 'w' || kind[1] == 'w';
+	int fd = open(path, writing ? O_WRONLY | O_CREAT | O_TRUNC : O_RDONLY, 0644);
+	long done = 0, n, want;
+	struct iovec iov[2];
+
+	if (fd < 0)
+		die(kind, path);
+	if (chunk <= 0 || chunk > (long)sizeof(buf) || (kind[strlen(kind) - 1] == 'v' && chunk % 2))
+		die(kind, "bad chunk");
+	while (done < bytes) {
+		want = bytes - done < chunk ? bytes - done : chunk;
+		if (!strcmp(kind, "write")) {
+			n = write(fd, buf, want);
+		} else if (!strcmp(kind, "pwrite")) {
+			n = pwrite(fd, buf, want, done);
+		} else if (!strcmp(kind, "read")) {
+			n = read(fd, buf, want);
+		} else if (!strcmp(kind, "pread")) {
+			n = pread(fd, buf, want, done);
+		} else {
+			iov[0] = (struct iovec){ buf, want / 2 };
+			iov[1] = (struct iovec){ buf + want / 2, want - want / 2 };
+			n = writing ? writev(fd, iov, 2) : readv(fd, iov, 2);
+		}
+		if (n != want)
+			die(kind, "short transfer");
+		done += n;
+	}
+	if (close(fd))
+		die(kind, "close");
+}
+
+static void run(char *spec)
+{
+	char *f[4] = { 0 };
+	int nf = 0, fd;
+	long i;
+
+	for (char *p = strtok(spec, ":"); p && nf < 4; p = strtok(NULL, ":"))
+		f[nf++] = p;
+	if (!f[0])
+		return;
+	if (!strcmp(f[0], "write") || !strcmp(f[0], "pwrite") || !strcmp(f[0], "writev") ||
+	    !strcmp(f[0], "read") || !strcmp(f[0], "pread") || !strcmp(f[0], "readv")) {
+		if (nf != 4)
+			die(f[0], "needs PATH:BYTES:CHUNK");
+		rw(f[0], f[1], num(f[2], f[0]), num(f[3], f[0]));
+	} else if (!strcmp(f[0], "ebadf") && nf == 2) {
+		for (i = num(f[1], f[0]); i > 0; i--)
+			if (read(999, buf, 1) != -1 || errno != EBADF)
+				die("ebadf", "read(999) did not fail with EBADF");
+	} else if (!strcmp(f[0], "efault") && nf == 3) {
+		fd = open(f[1], O_RDONLY);
+		if (fd < 0)
+			die("efault", f[1]);
+		for (i = num(f[2], f[0]); i > 0; i--)
+			if (read(fd, unmapped, 16) != -1 || errno != EFAULT)
+				die("efault", "read into address 8 did not fail with EFAULT");
+		close(fd);
+	} else if (!strcmp(f[0], "enoent") && nf == 3) {
+		for (i = num(f[2], f[0]); i > 0; i--)
+			if (open(f[1], O_RDONLY) != -1 || errno != ENOENT)
+				die("enoent", f[1]);
+	} else if (!strcmp(f[0], "mkdir") && nf == 2) {
+		if (mkdir(f[1], 0755))
+			die("mkdir", f[1]);
+	} else if (!strcmp(f[0], "rmdir") && nf == 2) {
+		if (rmdir(f[1]))
+			die("rmdir", f[1]);
+	} else if (!strcmp(f[0], "unlink") && nf == 2) {
+		if (unlink(f[1]))
+			die("unlink", f[1]);
+	} else if (!strcmp(f[0], "creat") && nf == 2) {
+		fd = creat(f[1], 0644);
+		if (fd < 0 || close(fd))
+			die("creat", f[1]);
+	} else if ((!strcmp(f[0], "mkdirat") || !strcmp(f[0], "unlinkat") ||
+		    !strcmp(f[0], "rmdirat")) &&
+		   nf == 3) {
+		int dfd = open(f[1], O_RDONLY | O_DIRECTORY), r;
+
+		if (dfd < 0)
+			die(f[0], f[1]);
+		if (!strcmp(f[0], "mkdirat"))
+			r = mkdirat(dfd, f[2], 0755);
+		else
+			r = unlinkat(dfd, f[2], !strcmp(f[0], "rmdirat") ? AT_REMOVEDIR : 0);
+		if (r)
+			die(f[0], f[2]);
+		close(dfd);
+	} else if (!strcmp(f[0], "sleep") && nf == 2) {
+		usleep(num(f[1], f[0]) * 1000);
+	} else {
+		fprintf(stderr, "iowork: unknown operation '%s'\n", f[0]);
+		exit(2);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	int i = 1;
+
+	memset(buf, 'p', sizeof(buf));
+	if (argc > 2 && !strcmp(argv[1], "--cgroup")) {
+		join_cgroup(argv[2]);
+		i = 3;
+	}
+	for (; i < argc; i++)
+		run(argv[i]);
+	return 0;
+}

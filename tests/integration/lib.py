@@ -1,0 +1,245 @@
+"""Shared pieces of plumb's integration tests: the agent, scraping, cgroups, mounts.
+
+Every resource a test makes (cgroups, mounts, loop devices, processes) is registered in a
+Cleanup and undone in reverse order when the test ends, also when it fails or is interrupted.
+"""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLUMB = os.path.join(ROOT, "build", "plumb")
+IOWORK = os.path.join(ROOT, "build", "iowork")
+
+
+class Cleanup:
+    def __init__(self):
+        self.steps = []
+
+    def add(self, fn, *args):
+        self.steps.append((fn, args))
+
+    def run(self):
+        while self.steps:
+            fn, args = self.steps.pop()
+            try:
+                fn(*args)
+            except Exception as e:  # keep undoing the rest
+                print(f"  cleanup: {fn.__name__}{args}: {e}", file=sys.stderr)
+
+
+def sh(*cmd, check=True, **kw):
+    return subprocess.run(cmd, check=check, capture_output=True, text=True, **kw)
+
+
+def cgroup2_root():
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            sep = fields.index("-")
+            if fields[sep + 1] == "cgroup2":
+                return fields[4].replace("\\040", " ")
+    raise RuntimeError("no cgroup2 mount in /proc/self/mountinfo")
+
+
+def make_cgroup(cleanup, rel):
+    """Creates <cgroup2 root>/<rel> (and parents); returns (absolute dir, path label)."""
+    root = cgroup2_root()
+    parts = rel.strip("/").split("/")
+    for i in range(len(parts)):
+        d = os.path.join(root, *parts[: i + 1])
+        if not os.path.isdir(d):
+            os.mkdir(d)
+            cleanup.add(remove_cgroup, d)
+    return os.path.join(root, *parts), "/" + "/".join(parts)
+
+
+def remove_cgroup(d):
+    if not os.path.isdir(d):
+        return
+    # move stragglers out first: a cgroup with processes cannot be removed
+    try:
+        with open(os.path.join(d, "cgroup.procs")) as f:
+            pids = f.read().split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    except FileNotFoundError:
+        return
+    for _ in range(50):
+        try:
+            os.rmdir(d)
+            return
+        except OSError:
+            time.sleep(0.1)
+    os.rmdir(d)
+
+
+def mount_image(cleanup, mountpoint, fstype="ext4", size_mb=64):
+    """A loop-mounted image of fstype at mountpoint."""
+    img = tempfile.mktemp(prefix="plumb-it-", suffix=".img", dir="/var/tmp")
+    with open(img, "wb") as f:
+        f.truncate(size_mb << 20)
+    cleanup.add(os.unlink, img)
+    sh("mkfs." + fstype, "-q", "-F", img) if fstype == "ext4" else sh("mkfs." + fstype, img)
+    os.makedirs(mountpoint, exist_ok=True)
+    sh("mount", "-o", "loop", img, mountpoint)
+    cleanup.add(umount, mountpoint)
+
+
+def mount_tmpfs(cleanup, mountpoint, size_mb=128):
+    os.makedirs(mountpoint, exist_ok=True)
+    sh("mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", mountpoint)
+    cleanup.add(umount, mountpoint)
+
+
+def umount(mountpoint):
+    for _ in range(50):
+        if sh("umount", mountpoint, check=False).returncode == 0:
+            break
+        time.sleep(0.1)
+    else:
+        sh("umount", "-l", mountpoint)
+    os.rmdir(mountpoint)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Agent:
+    def __init__(self, cleanup, *args):
+        self.port = free_port()
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            [PLUMB, "agent", "--listen", f"127.0.0.1:{self.port}", *args],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        cleanup.add(self.stop)
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"agent exited with {self.proc.returncode}: {self.output()}")
+            try:
+                if self.get("/healthz")[0] == 200 and "module io" in self.output():
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("agent did not come up: " + self.output())
+
+    def output(self):
+        self.log.seek(0)
+        return self.log.read()
+
+    def get(self, path, method="GET"):
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, r.headers, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, e.read().decode()
+
+    def metrics(self):
+        status, _, body = self.get("/metrics")
+        assert status == 200, f"/metrics answered {status}"
+        return parse_metrics(body)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text):
+    """{(name, frozenset(labels.items())): value} of a text exposition."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = LINE.match(line)
+        assert m, f"unparsable metrics line: {line!r}"
+        labels = {k: v.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
+                  for k, v in LABEL.findall(m.group(3) or "")}
+        out[(m.group(1), frozenset(labels.items()))] = float(m.group(4))
+    return out
+
+
+def select(metrics, name, **labels):
+    """Values of name whose labels include all of labels, as {frozenset: value}."""
+    want = set(labels.items())
+    return {k[1]: v for k, v in metrics.items() if k[0] == name and want <= k[1]}
+
+
+def value(metrics, name, **labels):
+    """The single value of name with exactly these labels present (others ignored); 0 if none."""
+    found = select(metrics, name, **labels)
+    assert len(found) <= 1, f"{name}{labels}: {len(found)} series match"
+    return next(iter(found.values()), 0.0)
+
+
+def iowork(cgroup_dir, *ops):
+    r = sh(IOWORK, "--cgroup", cgroup_dir, *ops, check=False)
+    assert r.returncode == 0, f"iowork failed: {r.stderr.strip()}"
+
+
+class Runner:
+    """Runs test functions, prints one line each and the closing `N passed, N failed`."""
+
+    def __init__(self):
+        self.passed = self.failed = 0
+
+    def run(self, name, fn, *args):
+        t0 = time.time()
+        try:
+            fn(*args)
+        except Exception as e:
+            self.failed += 1
+            print(f"FAIL {name} ({time.time() - t0:.1f}s): {e}")
+            if os.environ.get("PLUMB_TEST_TRACE"):
+                traceback.print_exc()
+        else:
+            self.passed += 1
+            print(f"PASS {name} ({time.time() - t0:.1f}s)")
+        sys.stdout.flush()
+
+    def finish(self):
+        print(f"{self.passed} passed, {self.failed} failed")
+        return 1 if self.failed else 0
+
+
+def settle(agent, predicate, timeout=5.0):
+    """Scrapes until predicate(metrics) holds or timeout; returns the last metrics."""
+    deadline = time.time() + timeout
+    while True:
+        m = agent.metrics()
+        if predicate(m) or time.time() > deadline:
+            return m
+        time.sleep(0.2)
+
+
+def require_root():
+    if os.geteuid() != 0:
+        print("integration tests need root (CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN): run with sudo")
+        print("0 passed, 1 failed")
+        sys.exit(1)

@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""Integration tests of the io module: real BPF, real mounts, exact counts.
+
+Each test makes its own cgroups and runs tests/integration/iowork.c (static, so no dynamic
+loader reads libraries) inside them; the expected counters are computed from the operations
+the test asked for, and compared exactly with what the agent exports.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lib import (Agent, Cleanup, IOWORK, PLUMB, Runner, iowork, make_cgroup, mount_image,  # noqa: E402
+                 mount_tmpfs, require_root, select, settle, sh, value)
+
+DIRS = ("read", "write")
+OPS = ("open", "create", "mkdir", "unlink", "rmdir")
+
+
+class Expect:
+    """Expected counters per (cgroup label, mount point), built from iowork operations."""
+
+    def __init__(self):
+        self.c = defaultdict(lambda: defaultdict(int))
+
+    def add(self, cg, mnt, key, n=1):
+        self.c[(cg, mnt)][key] += n
+
+    def check(self, m, fstypes):
+        errors = []
+        for (cg, mnt), want in self.c.items():
+            labels = dict(cgroup=cg, mount=mnt)
+            if mnt in fstypes:
+                labels["fstype"] = fstypes[mnt]
+            for d in DIRS:
+                for q in ("bytes", "calls", "errors"):
+                    got = value(m, f"plumb_io_{d}_{q}_total", **labels)
+                    if got != want[f"{d}_{q}"]:
+                        errors.append(f"{cg} {mnt} {d}_{q}: want {want[f'{d}_{q}']}, got {got:.0f}")
+            for op in OPS:
+                got = value(m, "plumb_io_ops_total", op=op, **labels)
+                if got != want["op_" + op]:
+                    errors.append(f"{cg} {mnt} ops{{op={op}}}: want {want['op_' + op]}, got {got:.0f}")
+                got = value(m, "plumb_io_op_errors_total", op=op, **labels)
+                if got != want["operr_" + op]:
+                    errors.append(f"{cg} {mnt} op_errors{{op={op}}}: want {want['operr_' + op]}, "
+                                  f"got {got:.0f}")
+        assert not errors, "; ".join(errors)
+
+
+class World:
+    """Mounts for the tests: ext4 image, tmpfs, ext4 nested under the tmpfs, and /."""
+
+    def __init__(self, cleanup):
+        self.base = tempfile.mkdtemp(prefix="plumb-it-", dir="/tmp")
+        cleanup.add(os.rmdir, self.base)
+        self.ext4 = os.path.join(self.base, "ext4")
+        self.tmpfs = os.path.join(self.base, "tmpfs")
+        self.nested = os.path.join(self.tmpfs, "nested")
+        mount_image(cleanup, self.ext4)
+        mount_tmpfs(cleanup, self.tmpfs)
+        mount_image(cleanup, self.nested)
+        cleanup.add(remove_tree, os.path.join(self.base, "rootdir"))
+        self.rootdir = os.path.join(self.base, "rootdir")  # on "/"
+        os.mkdir(self.rootdir)
+        self.fstypes = {self.ext4: "ext4", self.tmpfs: "tmpfs", self.nested: "ext4", "/": "ext4"}
+        self.root_fstype = sh("findmnt", "-no", "FSTYPE", "/").stdout.strip()
+        self.fstypes["/"] = self.root_fstype
+
+    def dir_of(self, mnt):
+        return self.rootdir if mnt == "/" else mnt
+
+
+def remove_tree(d):
+    subprocess.run(["rm", "-rf", d], check=False)
+
+
+def test_rw_exact(world, agent, cleanup):
+    """write/pwrite64/writev/read/pread64/readv bytes and calls, per cgroup and mount."""
+    cga, la = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/rw-a")
+    cgb, lb = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/rw-b")
+    exp = Expect()
+    ops_a, ops_b = [], []
+    for mnt in (world.ext4, world.tmpfs, world.nested, "/"):
+        d = world.dir_of(mnt)
+        for kind, size, chunk in (("write", 1048576 + 123, 4096), ("pwrite", 300001, 65536),
+                                  ("writev", 200000, 10000)):
+            ops_a.append(f"{kind}:{d}/a-{kind}:{size}:{chunk}")
+            add_rw(exp, la, mnt, kind, size, chunk)
+        for kind, size, chunk in (("read", 1048576 + 123, 8192), ("pread", 300001, 4096),
+                                  ("readv", 200000, 1000)):
+            src = {"read": "write", "pread": "pwrite", "readv": "writev"}[kind]
+            ops_a.append(f"{kind}:{d}/a-{src}:{size}:{chunk}")
+            add_rw(exp, la, mnt, kind, size, chunk)
+        # the second cgroup does other I/O on the same mounts at the same time
+        ops_b.append(f"write:{d}/b-file:77777:1000")
+        add_rw(exp, lb, mnt, "write", 77777, 1000)
+        ops_b.append(f"read:{d}/b-file:77777:777")
+        add_rw(exp, lb, mnt, "read", 77777, 777)
+    tb = threading.Thread(target=iowork, args=(cgb, *ops_b))
+    tb.start()
+    iowork(cga, *ops_a)
+    tb.join()
+    m = settle(agent, lambda m: check_ok(exp, m, world.fstypes))
+    exp.check(m, world.fstypes)
+    # every counted call has a latency observation
+    for (cg, mnt) in exp.c:
+        for d in DIRS:
+            calls = value(m, f"plumb_io_{d}_calls_total", cgroup=cg, mount=mnt)
+            count = value(m, "plumb_io_latency_seconds_count", cgroup=cg, mount=mnt, op=d)
+            inf = value(m, "plumb_io_latency_seconds_bucket", cgroup=cg, mount=mnt, op=d, le="+Inf")
+            assert calls == count == inf, f"{cg} {mnt} {d}: calls {calls}, _count {count}, +Inf {inf}"
+            assert calls == 0 or value(m, "plumb_io_latency_seconds_sum", cgroup=cg, mount=mnt,
+                                       op=d) > 0, "latency sum is 0"
+    # the workload label of a plain cgroup is its path
+    assert select(m, "plumb_io_write_bytes_total", cgroup=la, workload=la), "workload label"
+
+
+def add_rw(exp, cg, mnt, kind, size, chunk):
+    d = "write" if kind in ("write", "pwrite", "writev") else "read"
+    exp.add(cg, mnt, f"{d}_bytes", size)
+    exp.add(cg, mnt, f"{d}_calls", -(-size // chunk))
+    exp.add(cg, mnt, "op_create" if d == "write" else "op_open")
+
+
+def check_ok(exp, m, fstypes):
+    try:
+        exp.check(m, fstypes)
+        return True
+    except AssertionError:
+        return False
+
+
+def test_errors(world, agent, cleanup):
+    """EBADF, EFAULT and ENOENT are counted, on the right mount."""
+    cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/errors")
+    exp = Expect()
+    f = os.path.join(world.nested, "errors-file")
+    with open(f, "w") as fh:
+        fh.write("x" * 100)
+    iowork(cg, "ebadf:7", f"efault:{f}:5", f"enoent:{world.nested}/no/such/file:3",
+           f"enoent:{world.ext4}/missing:2")
+    exp.add(label, "none", "read_calls", 7)
+    exp.add(label, "none", "read_errors", 7)
+    exp.add(label, world.nested, "op_open", 1)  # efault's open
+    exp.add(label, world.nested, "read_calls", 5)
+    exp.add(label, world.nested, "read_errors", 5)
+    exp.add(label, world.nested, "operr_open", 3)
+    exp.add(label, world.ext4, "operr_open", 2)
+    fst = dict(world.fstypes, none="none")
+    m = settle(agent, lambda m: check_ok(exp, m, fst))
+    exp.check(m, fst)
+
+
+def test_path_ops(world, agent, cleanup):
+    """creat/mkdir/unlink/rmdir land on the mount they touched, not the cwd's."""
+    cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/pathops")
+    exp = Expect()
+    t, n, e = world.tmpfs, world.nested, world.ext4
+    ops = [
+        f"mkdir:{n}/d1", f"creat:{n}/d1/f", f"unlink:{n}/d1/f", f"rmdir:{n}/d1",  # absolute
+        f"mkdir:{t}/d2", f"rmdir:{t}/d2",
+        f"mkdirat:{t}:nested/d3", f"rmdirat:{t}:nested/d3",  # from tmpfs into nested ext4
+        f"mkdirat:{e}:d4", f"rmdirat:{e}:d4",  # single names: placed in the kernel
+    ]
+    ops += [f"creat:{e}/g", f"unlinkat:{e}:g", f"mkdir:{n}/../d6", f"rmdir:{t}/d6"]
+    iowork(cg, *ops)
+    for mnt, k, c in ((n, "mkdir", 1), (n, "create", 1), (n, "unlink", 1), (n, "rmdir", 1),
+                      (t, "mkdir", 1), (t, "rmdir", 1), (n, "mkdir", 1), (n, "rmdir", 1),
+                      (e, "mkdir", 1), (e, "rmdir", 1), (e, "create", 1), (e, "unlink", 1),
+                      (t, "mkdir", 1), (t, "rmdir", 1)):
+        exp.add(label, mnt, "op_" + k, c)
+    # the dirfds that mkdirat/rmdirat open count as opens of directories
+    for mnt, c in ((t, 2), (e, 3)):
+        exp.add(label, mnt, "op_open", c)
+    m = settle(agent, lambda m: check_ok(exp, m, world.fstypes))
+    exp.check(m, world.fstypes)
+
+
+def test_cgroup_grace(world, agent, cleanup):
+    """A removed cgroup keeps its counts for the grace period, then disappears."""
+    cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/gone")
+    iowork(cg, f"write:{world.tmpfs}/gone:4096:4096")
+    lab = dict(cgroup=label, mount=world.tmpfs)
+    m = settle(agent, lambda m: value(m, "plumb_io_write_bytes_total", **lab) == 4096)
+    assert value(m, "plumb_io_write_bytes_total", **lab) == 4096
+    os.rmdir(cg)
+    t0 = time.time()
+    time.sleep(1)
+    m = agent.metrics()
+    assert value(m, "plumb_io_write_bytes_total", **lab) == 4096, "dropped before grace"
+    m = settle(agent, lambda m: not select(m, "plumb_io_write_bytes_total", cgroup=label), 10)
+    assert not select(m, "plumb_io_write_bytes_total", cgroup=label), "still there after grace"
+    assert time.time() - t0 >= 3, "removed before the 3 s grace period"
+
+
+def test_io_view_json(world, agent, cleanup):
+    """`plumb io --json` reports the interval's bytes and calls per workload and mount."""
+    cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/view")
+    view = subprocess.Popen([PLUMB, "io", "--json", "--interval", "3s", "--count", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1)  # the view's programs are attached well before this
+    iowork(cg, f"write:{world.ext4}/view:500000:5000")
+    out, err = view.communicate(timeout=20)
+    assert view.returncode == 0, f"plumb io exited {view.returncode}: {err}"
+    import json
+    obj = json.loads(out.strip().splitlines()[-1])
+    rows = [r for r in obj["rows"] if r["cgroup"] == label and r["mount"] == world.ext4]
+    assert len(rows) == 1, f"rows for {label} on {world.ext4}: {rows}"
+    r = rows[0]
+    assert r["write_bytes"] == 500000 and r["write_calls"] == 100, r
+    assert r["ops"]["create"] == 1, r
+    # the rate is the bytes over the interval, up to the printed digits of both
+    rate, secs = r["write_bytes_per_second"], obj["interval_seconds"]
+    assert abs(rate * secs - 500000) <= 0.0005 * rate + 0.05 * secs, r
+
+
+def test_exposition(world, agent, cleanup):
+    """/metrics is valid text format 0.0.4 (promtool) with the self-metrics."""
+    status, headers, body = agent.get("/metrics")
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/plain; version=0.0.4"), headers["Content-Type"]
+    r = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, f"promtool: {r.stdout}{r.stderr}"
+    for family in ("plumb_build_info", "plumb_module_up", "plumb_events_lost_total",
+                   "plumb_map_entries", "plumb_map_capacity", "plumb_scrape_duration_seconds"):
+        assert f"# TYPE {family} " in body, f"{family} missing"
+    m = agent.metrics()
+    assert value(m, "plumb_module_up", module="io") == 1
+    assert value(m, "plumb_map_capacity", module="io", map="io_stats") == 4096
+    assert value(m, "plumb_map_entries", module="io", map="io_stats") > 0
+
+
+def test_http_robustness(world, agent, cleanup):
+    """Unknown paths 404, other methods 405, malformed requests 4xx; the agent keeps serving."""
+    assert agent.get("/nope")[0] == 404
+    assert agent.get("/metrics", method="POST")[0] == 405
+    assert agent.get("/metrics", method="DELETE")[0] == 405
+    for raw in (b"GARBAGE\r\n\r\n", b"GET /metrics HTTP/9.9\r\n\r\n",
+                b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100000 + b"\r\n\r\n"):
+        with socket.create_connection(("127.0.0.1", agent.port), timeout=5) as s:
+            try:
+                s.sendall(raw)
+                reply = s.recv(200)
+            except (ConnectionResetError, BrokenPipeError):
+                reply = b"HTTP/1.1 400 (connection reset)"
+        assert reply.split(b" ")[1][:1] in (b"4", b"5") if reply else True, reply
+        assert not reply.startswith(b"HTTP/1.1 2"), reply
+    assert agent.get("/healthz")[0] == 200, "agent stopped serving"
+
+
+def test_cli_errors(world, agent, cleanup):
+    """Bad input: clear one-line errors and the documented exit codes."""
+    r = sh(PLUMB, "agent", "--modules", "bogus", check=False)
+    assert r.returncode == 2 and "unknown module 'bogus' (valid: io)" in r.stderr, r
+    r = sh(PLUMB, "frobnicate", check=False)
+    assert r.returncode == 2 and "unknown command" in r.stderr, r
+    r = sh(PLUMB, "io", "--bogus", check=False)
+    assert r.returncode == 2 and "unknown option" in r.stderr, r
+    r = sh(PLUMB, "agent", "--listen", f"127.0.0.1:{agent.port}", check=False, timeout=10)
+    assert r.returncode == 1 and "Address already in use" in r.stderr, r
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    # without root's capabilities
+    r = sh("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+           PLUMB, "agent", "--listen", "127.0.0.1:1", check=False)
+    assert r.returncode == 1 and "CAP_BPF" in r.stderr, r
+    r = sh("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+           PLUMB, "io", "--count", "1", check=False)
+    assert r.returncode == 1 and "CAP_BPF" in r.stderr, r
+    assert sh(PLUMB, "--version").stdout.startswith("plumb ")
+    assert "Examples:" in sh(PLUMB, "agent", "--help").stdout
+    assert "Examples:" in sh(PLUMB, "io", "--help").stdout
+
+
+def test_sigterm(world, agent, cleanup):
+    """SIGTERM detaches everything and exits 0 within a second."""
+    a2 = Agent(cleanup)
+    t0 = time.time()
+    rc = a2.stop()
+    assert rc == 0, f"exit status {rc}"
+    assert time.time() - t0 < 1.0, f"took {time.time() - t0:.2f}s"
+
+
+def main():
+    require_root()
+    if not os.path.exists(IOWORK):
+        print(f"{IOWORK} missing: run make first\n0 passed, 1 failed")
+        return 1
+    runner = Runner()
+    cleanup = Cleanup()
+    try:
+        world = World(cleanup)
+        agent = Agent(cleanup, "--cgroup-grace", "3s")
+        for name, fn in (("io: exact bytes and calls per cgroup and mount", test_rw_exact),
+                         ("io: errors counted on the right mount", test_errors),
+                         ("io: path operations on the mount they touched", test_path_ops),
+                         ("io: removed cgroup kept for the grace period", test_cgroup_grace),
+                         ("io: plumb io --json", test_io_view_json),
+                         ("agent: exposition and self-metrics", test_exposition),
+                         ("agent: HTTP robustness", test_http_robustness),
+                         ("cli: errors and exit codes", test_cli_errors),
+                         ("agent: SIGTERM", test_sigterm)):
+            runner.run(name, fn, world, agent, cleanup)
+    except Exception as e:
+        runner.failed += 1
+        print(f"FAIL setup: {e}")
+    finally:
+        cleanup.run()
+    return runner.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+#!/bin/bash
+# Runs plumb's tests and prints one closing line: "N passed, N failed".
+#   tests/run-all.sh              unit, then integration (root)
+#   tests/run-all.sh unit         unit tests only
+#   tests/run-all.sh integration  integration tests only (root)
+# Exit status: 0 only when every test ran and passed.
+set -u
+cd "$(dirname "$0")/.."
+what=${1:-all}
+passed=0
+failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+count() { # adds the passed/failed counts a test binary or script printed
+	local p f
+	p=$(awk '/^\[  PASSED  \] [0-9]+ test/ { s += $4; n++ } END { if (n) print s }' "$log")
+	f=$(awk '/^\[  FAILED  \] [0-9]+ test/ { s += $4; n++ } END { if (n) print s }' "$log")
+	if [ -z "$p$f" ]; then
+		p=$(grep -aoE '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1 | cut -d' ' -f1)
+		f=$(grep -aoE '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1 | cut -d' ' -f3)
+	fi
+	passed=$((passed + ${p:-0}))
+	failed=$((failed + ${f:-0}))
+	# a binary that crashed or printed no summary counts as one failure
+	if [ "$1" -ne 0 ] && [ "${f:-0}" -eq 0 ]; then failed=$((failed + 1)); fi
+}
+
+run() {
+	echo "== $*"
+	"$@" >"$log" 2>&1
+	local rc=$?
+	cat "$log"
+	count $rc
+}
+
+if [ "$what" = all ] || [ "$what" = unit ]; then
+	for t in build/tests/test_*; do
+		[ -x "$t" ] && run "$t"
+	done
+fi
+if [ "$what" = all ] || [ "$what" = integration ]; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "integration tests need root (CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN): run with sudo"
+		failed=$((failed + 1))
+	else
+		for t in tests/integration/test_*.py; do
+			run python3 "$t"
+		done
+	fi
+fi
+echo
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
