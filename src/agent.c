@@ -217,6 +217,7 @@ int agent_run(const struct agent_options *o)
 		.cgroup_grace_s = o->grace_s,
 		.io_capacity = o->io_capacity,
 		.io_latency = o->io_latency,
+		.io_latency_sample = o->io_latency_sample,
 	};
 	struct sigaction sa = { .sa_handler = on_signal };
 	char cgroup_root[4096], err[256];

@@ -9,6 +9,11 @@
 #include "cli.h"
 #include "plumb.h"
 
+static int all_digits(const char *s)
+{
+	return *s && strspn(s, "0123456789") == strlen(s);
+}
+
 int cli_parse_duration_ms(const char *s, unsigned int *ms)
 {
 	static const struct {
@@ -55,7 +60,7 @@ int cli_parse_listen(const char *s, char *addr, size_t addrlen, uint16_t *port)
 			return -EINVAL;
 		hostlen = colon - s;
 	}
-	if (hostlen == 0 || hostlen >= addrlen)
+	if (hostlen == 0 || hostlen >= addrlen || !all_digits(colon + 1))
 		return -EINVAL;
 	errno = 0;
 	p = strtoul(colon + 1, &end, 10);
@@ -110,11 +115,23 @@ static int parse_uint(const char *s, unsigned int min, unsigned int max, unsigne
 	unsigned long v;
 	char *end;
 
+	if (!all_digits(s))
+		return -EINVAL;
 	errno = 0;
 	v = strtoul(s, &end, 10);
 	if (errno || *end || end == s || *s == '-' || v < min || v > max)
 		return -EINVAL;
 	*out = (unsigned int)v;
+	return 0;
+}
+
+static int parse_sample_period(const char *s, unsigned int *out, char *err, size_t errlen)
+{
+	if (parse_uint(s, 1, 65536, out) || (*out & (*out - 1))) {
+		snprintf(err, errlen, "--io-latency-sample: '%s' is not a power of two in 1..65536",
+			 s);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -125,10 +142,17 @@ static int next_opt(int argc, char **argv, const struct option *opts, const char
 	int c = getopt_long(argc, argv, shortopts, opts, NULL);
 
 	if (c == '?') {
-		if (optopt)
+		const char *arg = argv[optind - 1];
+
+		/* glibc sets optopt to the option's value when a long option that takes none is
+		 * given one ("--check=yes"); print what the user typed instead */
+		if (!strncmp(arg, "--", 2) && optopt)
+			snprintf(err, errlen, "option '%.*s' takes no value", (int)strcspn(arg, "="),
+				 arg);
+		else if (optopt)
 			snprintf(err, errlen, "unknown option '-%c'", optopt);
 		else
-			snprintf(err, errlen, "unknown option '%s'", argv[optind - 1]);
+			snprintf(err, errlen, "unknown option '%s'", arg);
 	} else if (c == ':') {
 		snprintf(err, errlen, "option '%s' needs a value", argv[optind - 1]);
 		c = '?';
@@ -136,7 +160,7 @@ static int next_opt(int argc, char **argv, const struct option *opts, const char
 	return c;
 }
 
-enum { OPT_GRACE = 256, OPT_IO_CAPACITY, OPT_NO_LATENCY, OPT_CHECK };
+enum { OPT_GRACE = 256, OPT_IO_CAPACITY, OPT_NO_LATENCY, OPT_CHECK, OPT_LATENCY_SAMPLE };
 
 enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, char *err,
 				size_t errlen)
@@ -150,6 +174,7 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 		{ "cgroup-grace", required_argument, NULL, OPT_GRACE },
 		{ "io-capacity", required_argument, NULL, OPT_IO_CAPACITY },
 		{ "no-io-latency", no_argument, NULL, OPT_NO_LATENCY },
+		{ "io-latency-sample", required_argument, NULL, OPT_LATENCY_SAMPLE },
 		{ 0 },
 	};
 	unsigned int ms;
@@ -162,6 +187,7 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 	o->grace_s = 300;
 	o->io_capacity = 4096;
 	o->io_latency = true;
+	o->io_latency_sample = PLUMB_DEFAULT_LATENCY_SAMPLE;
 	optind = 0;
 	opterr = 0;
 	while ((c = next_opt(argc, argv, opts, ":l:m:vh", err, errlen)) != -1) {
@@ -201,6 +227,10 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 		case OPT_NO_LATENCY:
 			o->io_latency = false;
 			break;
+		case OPT_LATENCY_SAMPLE:
+			if (parse_sample_period(optarg, &o->io_latency_sample, err, errlen))
+				return CLI_ERROR;
+			break;
 		default:
 			return CLI_ERROR;
 		}
@@ -223,6 +253,7 @@ enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *
 		{ "help", no_argument, NULL, 'h' },
 		{ "io-capacity", required_argument, NULL, OPT_IO_CAPACITY },
 		{ "no-io-latency", no_argument, NULL, OPT_NO_LATENCY },
+		{ "io-latency-sample", required_argument, NULL, OPT_LATENCY_SAMPLE },
 		{ 0 },
 	};
 	unsigned int count;
@@ -232,6 +263,7 @@ enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *
 	o->interval_ms = 1000;
 	o->io_capacity = 4096;
 	o->io_latency = true;
+	o->io_latency_sample = PLUMB_DEFAULT_LATENCY_SAMPLE;
 	optind = 0;
 	opterr = 0;
 	while ((c = next_opt(argc, argv, opts, ":i:c:jvh", err, errlen)) != -1) {
@@ -270,6 +302,10 @@ enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *
 			break;
 		case OPT_NO_LATENCY:
 			o->io_latency = false;
+			break;
+		case OPT_LATENCY_SAMPLE:
+			if (parse_sample_period(optarg, &o->io_latency_sample, err, errlen))
+				return CLI_ERROR;
 			break;
 		default:
 			return CLI_ERROR;

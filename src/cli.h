@@ -9,6 +9,7 @@
 
 #define PLUMB_DEFAULT_ADDR "127.0.0.1"
 #define PLUMB_DEFAULT_PORT 9977
+#define PLUMB_DEFAULT_LATENCY_SAMPLE 16
 
 struct agent_options {
 	char addr[64];
@@ -19,6 +20,7 @@ struct agent_options {
 	unsigned int grace_s;
 	unsigned int io_capacity;
 	bool io_latency;
+	unsigned int io_latency_sample;
 };
 
 struct io_options {
@@ -28,6 +30,7 @@ struct io_options {
 	int verbose;
 	unsigned int io_capacity;
 	bool io_latency;
+	unsigned int io_latency_sample;
 };
 
 enum cli_result {

@@ -186,7 +186,8 @@ int io_view_run(const struct io_options *o)
 {
 	struct plumb_config cfg = { .cgroup_grace_s = 60,
 				    .io_capacity = o->io_capacity,
-				    .io_latency = o->io_latency };
+				    .io_latency = o->io_latency,
+				    .io_latency_sample = o->io_latency_sample };
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct io_row *prev = NULL, *cur, *delta;
 	size_t nprev = 0, ncur;

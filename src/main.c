@@ -28,6 +28,8 @@ static void agent_usage(FILE *out)
 		"      --check              load the modules, print what is available, exit\n"
 		"      --cgroup-grace DUR   keep a removed cgroup's counts this long (default 5m)\n"
 		"      --io-capacity N      (cgroup, mount) pairs the io module keeps (default 4096)\n"
+		"      --io-latency-sample N  time one read/write call in N, at random (a power\n"
+		"                           of two; default %u; 1 times every call)\n"
 		"      --no-io-latency      no latency histogram: no sys_enter programs at all\n"
 		"  -v, --verbose            more log output (twice: libbpf's too)\n"
 		"  -h, --help               this help\n"
@@ -36,7 +38,7 @@ static void agent_usage(FILE *out)
 		"  plumb agent\n"
 		"  plumb agent --listen 0.0.0.0:9977 --modules io\n"
 		"  curl -s localhost:9977/metrics | grep plumb_io_write_bytes_total\n",
-		PLUMB_DEFAULT_ADDR, PLUMB_DEFAULT_PORT);
+		PLUMB_DEFAULT_ADDR, PLUMB_DEFAULT_PORT, PLUMB_DEFAULT_LATENCY_SAMPLE);
 }
 
 static void io_usage(FILE *out)
@@ -50,6 +52,7 @@ static void io_usage(FILE *out)
 		"  -i, --interval DUR   refresh interval, e.g. 1s, 500ms, 2m (default 1s)\n"
 		"  -c, --count N        stop after N intervals (default: until Ctrl-C)\n"
 		"  -j, --json           one JSON object per interval instead of a table\n"
+		"      --io-latency-sample N  time one call in N for p50/p99 (default %u)\n"
 		"      --no-io-latency  no latency histogram (p50/p99 shown as -)\n"
 		"  -v, --verbose        more log output\n"
 		"  -h, --help           this help\n"
@@ -59,7 +62,8 @@ static void io_usage(FILE *out)
 		"Examples:\n"
 		"  plumb io\n"
 		"  plumb io --interval 2s --count 5\n"
-		"  plumb io --json --count 1 | jq '.rows[] | {workload, mount, write_bytes_per_second}'\n");
+		"  plumb io --json --count 1 | jq '.rows[] | {workload, mount, write_bytes_per_second}'\n",
+		PLUMB_DEFAULT_LATENCY_SAMPLE);
 }
 
 static int usage_error(const char *cmd, const char *err, void (*usage)(FILE *))

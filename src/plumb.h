@@ -15,6 +15,7 @@ struct plumb_config {
 	unsigned int cgroup_grace_s; /* how long a removed cgroup's counts stay exported */
 	unsigned int io_capacity;    /* (cgroup, mount) pairs the io module keeps */
 	bool io_latency;	     /* enter timestamps for the latency histogram */
+	unsigned int io_latency_sample; /* time one call in this many (a power of two) */
 };
 
 #define MODULE_MAX_MAPS	   4

@@ -61,15 +61,16 @@ int tracefs_ensure(void)
 {
 	/*
 	 * libbpf finds syscall tracepoints' ids in tracefs; where nothing mounted it (no systemd,
-	 * minimal images), mount it where the kernel documents it. It stays mounted: other
-	 * tracing tools expect it there, and unmounting would not affect attached programs.
+	 * minimal images, these VMs), mount it where the kernel documents it. It stays mounted:
+	 * other tracing tools expect it there, and unmounting would not detach our programs.
 	 */
 	if (!access("/sys/kernel/tracing/events", F_OK) ||
 	    !access("/sys/kernel/debug/tracing/events", F_OK))
 		return 0;
 	if (mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL)) {
-		fprintf(stderr, "plumb: tracefs is not mounted and mounting it at /sys/kernel/tracing "
-				"failed: %s\n",
+		fprintf(stderr,
+			"plumb: tracefs is not mounted and mounting it on /sys/kernel/tracing "
+			"failed: %s\n",
 			strerror(errno));
 		return -1;
 	}

@@ -8,7 +8,7 @@
  */
 int privileges_check(const char *who);
 
-/* Mounts tracefs at /sys/kernel/tracing when no tracefs is mounted. 0 or -1 (said why). */
+/* Mounts tracefs on /sys/kernel/tracing when no tracefs is mounted. 0, or -1 (said why). */
 int tracefs_ensure(void);
 
 #endif

@@ -461,10 +461,14 @@ static int io_collect(struct plumb_module *m, struct prom_writer *w)
 		}
 
 	if (s->skel->rodata->latency_enabled) {
+		prom_family(w, "plumb_io_latency_sample_period", PROM_GAUGE,
+			    "plumb_io_latency_seconds times a random one in this many calls.");
+		prom_sample(w, NULL, 0, s->skel->rodata->latency_sample_period);
 		for (int k = 0; k < IO_LAT_BUCKETS - 1; k++)
 			bounds[k] = io_latency_bound(k);
 		prom_family(w, "plumb_io_latency_seconds", PROM_HISTOGRAM,
-			    "Latency of read- and write-family syscalls, entry to exit.");
+			    "Latency of read- and write-family syscalls, entry to exit, of a "
+			    "random sample of calls (see plumb_io_latency_sample_period).");
 		for (size_t i = 0; i < n; i++)
 			for (int d = 0; d < IO_DIRS; d++) {
 				row_labels(&rows[i], l);
@@ -573,6 +577,7 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 		goto out_unload;
 	}
 	s->skel->rodata->latency_enabled = cfg->io_latency;
+	s->skel->rodata->latency_sample_period = cfg->io_latency_sample;
 	s->skel->rodata->stats_capacity = s->capacity;
 	bpf_map__set_max_entries(s->skel->maps.io_stats, s->capacity);
 	if (!cfg->io_latency)

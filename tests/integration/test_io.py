@@ -137,6 +137,24 @@ def check_ok(exp, m, fstypes):
         return False
 
 
+def test_latency_sampling(world, agent, cleanup):
+    """With --io-latency-sample 16, about one call in 16 is timed; counters stay exact."""
+    a16 = Agent(cleanup, "--io-latency-sample", "16")
+    cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/sampled")
+    f = os.path.join(world.tmpfs, "sampled")
+    calls = 8000
+    iowork(cg, f"write:{f}:{calls * 4000}:4000", f"pread:{f}:{calls * 4000}:4000")
+    lab = dict(cgroup=label, mount=world.tmpfs)
+    m = settle(a16, lambda m: value(m, "plumb_io_read_calls_total", **lab) == calls)
+    assert value(m, "plumb_io_latency_sample_period") == 16
+    for d in DIRS:
+        assert value(m, f"plumb_io_{d}_calls_total", **lab) == calls, d
+        got = value(m, "plumb_io_latency_seconds_count", op=d, **lab)
+        # binomial(8000, 1/16): mean 500, sd 21.7; six sd either side
+        assert 370 <= got <= 630, f"{d}: {got:.0f} timed calls of {calls}, want about 500"
+    a16.stop()
+
+
 def test_errors(world, agent, cleanup):
     """EBADF, EFAULT and ENOENT are counted, on the right mount."""
     cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/errors")
@@ -297,9 +315,10 @@ def main():
     cleanup = Cleanup()
     try:
         world = World(cleanup)
-        agent = Agent(cleanup, "--cgroup-grace", "3s")
+        agent = Agent(cleanup, "--cgroup-grace", "3s", "--io-latency-sample", "1")
         for name, fn in (("io: exact bytes and calls per cgroup and mount", test_rw_exact),
                          ("io: errors counted on the right mount", test_errors),
+                         ("io: latency sampling", test_latency_sampling),
                          ("io: path operations on the mount they touched", test_path_ops),
                          ("io: removed cgroup kept for the grace period", test_cgroup_grace),
                          ("io: plumb io --json", test_io_view_json),

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The io module's per-syscall cost: the time a syscall takes with the module's programs
+ * attached minus without, measured in one process that attaches and detaches the real
+ * io.bpf.o between short batches. Alternating every few milliseconds cancels the slow drift
+ * of a shared machine far better than separate runs can; the report is the median of the
+ * paired differences.
+ *
+ *   hotpath [--floor] [--no-latency] [--sample N] [--pairs N] [--calls N] TMPFS_FILE
+ *
+ * --floor loads bench/floor.bpf.c instead: empty programs on the same tracepoints (enter
+ * programs too unless --no-latency), the kernel's own price for any program there.
+ *
+ * Three loops: 4 KiB pread64() of TMPFS_FILE (counted by the module), 1-byte read() of
+ * /dev/zero (traced, not counted: a char device), getppid() (no program of ours).
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <bpf/libbpf.h>
+
+#include "io.skel.h"
+#include "floor.skel.h"
+
+enum loop { LOOP_PREAD, LOOP_ZERO, LOOP_GETPPID, LOOPS };
+
+static const char *const loop_names[LOOPS] = { "pread64 4 KiB, tmpfs (counted)",
+					       "read 1 B, /dev/zero (traced, not counted)",
+					       "getppid (not traced)" };
+
+static char buf[4096];
+
+static double now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static double run_batch(enum loop l, int file_fd, int zero_fd, long calls)
+{
+	double t0 = now_ns();
+
+	for (long i = 0; i < calls; i++) {
+		switch (l) {
+		case LOOP_PREAD:
+			if (pread(file_fd, buf, sizeof(buf), 0) != sizeof(buf))
+				exit(1);
+			break;
+		case LOOP_ZERO:
+			if (read(zero_fd, buf, 1) != 1)
+				exit(1);
+			break;
+		default:
+			syscall(SYS_getppid);
+		}
+	}
+	return (now_ns() - t0) / calls;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Either object, behind the three calls the measurement needs. */
+struct subject {
+	struct io_bpf *io;
+	struct floor_bpf *floor;
+};
+
+static int subject_load(struct subject *sub, int floor, int latency, unsigned int sample)
+{
+	struct bpf_object *obj;
+	struct bpf_program *p;
+
+	if (floor) {
+		sub->floor = floor_bpf__open();
+		if (!sub->floor)
+			return -1;
+		obj = sub->floor->obj;
+	} else {
+		sub->io = io_bpf__open();
+		if (!sub->io)
+			return -1;
+		sub->io->rodata->latency_enabled = latency;
+		sub->io->rodata->latency_sample_period = sample;
+		obj = sub->io->obj;
+	}
+	if (!latency)
+		bpf_object__for_each_program(p, obj)
+			if (!strncmp(bpf_program__name(p), "enter_", 6))
+				bpf_program__set_autoload(p, false);
+	return floor ? floor_bpf__load(sub->floor) : io_bpf__load(sub->io);
+}
+
+static int subject_attach(struct subject *sub)
+{
+	return sub->floor ? floor_bpf__attach(sub->floor) : io_bpf__attach(sub->io);
+}
+
+static void subject_detach(struct subject *sub)
+{
+	if (sub->floor)
+		floor_bpf__detach(sub->floor);
+	else
+		io_bpf__detach(sub->io);
+}
+
+int main(int argc, char **argv)
+{
+	int pairs = 7, latency = 1, floor = 0, file_fd, zero_fd, i;
+	unsigned int sample = 1;
+	long calls = 200000;
+	double *base, *with, *diff;
+	struct subject sub = { 0 };
+
+	for (i = 1; i < argc - 1; i++) {
+		if (!strcmp(argv[i], "--no-latency"))
+			latency = 0;
+		else if (!strcmp(argv[i], "--floor"))
+			floor = 1;
+		else if (!strcmp(argv[i], "--sample") && i + 1 < argc - 1)
+			sample = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--pairs") && i + 1 < argc - 1)
+			pairs = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--calls") && i + 1 < argc - 1)
+			calls = atol(argv[++i]);
+		else
+			break;
+	}
+	if (i != argc - 1 || pairs < 5 || calls < 100 || !sample || (sample & (sample - 1))) {
+		fprintf(stderr, "usage: hotpath [--floor] [--no-latency] [--sample 2^k] "
+				"[--pairs N>=5] [--calls N] FILE\n");
+		return 2;
+	}
+	file_fd = open(argv[argc - 1], O_RDONLY);
+	zero_fd = open("/dev/zero", O_RDONLY);
+	if (file_fd < 0 || zero_fd < 0) {
+		perror("open");
+		return 1;
+	}
+	if (subject_load(&sub, floor, latency, sample)) {
+		fprintf(stderr, "hotpath: cannot load the BPF object\n");
+		return 1;
+	}
+	base = calloc(pairs, sizeof(double));
+	with = calloc(pairs, sizeof(double));
+	diff = calloc(pairs, sizeof(double));
+	printf("| loop | without (ns/call) | with %s (ns/call) | added (ns/call) |\n",
+	       floor ? "empty programs" : "io module");
+	printf("|---|---|---|---|\n");
+	for (enum loop l = 0; l < LOOPS; l++) {
+		for (i = 0; i < pairs; i++) {
+			base[i] = run_batch(l, file_fd, zero_fd, calls);
+			if (subject_attach(&sub)) {
+				fprintf(stderr, "hotpath: cannot attach\n");
+				return 1;
+			}
+			with[i] = run_batch(l, file_fd, zero_fd, calls);
+			subject_detach(&sub);
+			diff[i] = with[i] - base[i];
+		}
+		printf("| %s | %.0f | %.0f | %+.0f |\n", loop_names[l], median(base, pairs),
+		       median(with, pairs), median(diff, pairs));
+		fflush(stdout);
+	}
+	io_bpf__destroy(sub.io);
+	floor_bpf__destroy(sub.floor);
+	return 0;
+}
