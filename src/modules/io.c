@@ -27,7 +27,13 @@
 const char *const io_op_names[IO_OPS] = { "open", "create", "mkdir", "unlink", "rmdir" };
 const char *const io_dir_names[IO_DIRS] = { "read", "write" };
 
-#define IO_RESOLVE_RESCAN_MS 1000
+#define IO_RESOLVE_RESCAN_MS 250
+/*
+ * An entry whose cgroup or mount has no name yet is held back from the output this long:
+ * exporting it as unknown:<id> and then under its name would split one counter in two
+ * series, and the named one would start at its full value (Prometheus would see no increase).
+ */
+#define IO_UNRESOLVED_HOLD_MS 5000
 #define IO_MOUNT_NAMESPACES  256
 
 /* What user space knows of one (cgroup id, mount id) key. */
@@ -38,7 +44,8 @@ struct io_entry {
 	char cgroup[256];	/* "" until resolved */
 	char mount[256];	/* "" until resolved */
 	char fstype[32];
-	time_t gone_since; /* when its cgroup was first seen removed; 0 while it exists */
+	uint64_t gone_since_ms; /* when its cgroup was first seen removed; 0 while it exists */
+	uint64_t first_seen_ms;
 	bool in_map;
 };
 
@@ -55,6 +62,14 @@ struct io_state {
 	uint32_t capacity;
 	uint64_t unresolved_paths, expired;
 };
+
+static uint64_t monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static int key_cmp(const void *a, const void *b)
 {
@@ -82,6 +97,7 @@ static struct io_entry *entry_get(struct io_state *s, const struct io_key *key)
 		return NULL;
 	e->key = *key;
 	e->key.pad = 0;
+	e->first_seen_ms = monotonic_ms();
 	if (!tsearch(e, &s->entries, key_cmp)) {
 		free(e);
 		return NULL;
@@ -246,15 +262,15 @@ static void resolve_entry(struct io_state *s, struct io_entry *e)
 }
 
 /* Remove a cgroup's entries grace_s after the cgroup itself is gone. */
-static int expire_entry(struct io_state *s, struct io_entry *e, time_t now)
+static int expire_entry(struct io_state *s, struct io_entry *e, uint64_t now_ms)
 {
 	if (cgroup_cache_exists(s->cgroups, e->key.cgroup_id)) {
-		e->gone_since = 0;
+		e->gone_since_ms = 0;
 		return 0;
 	}
-	if (!e->gone_since)
-		e->gone_since = now;
-	if (now - e->gone_since < (time_t)s->grace_s)
+	if (!e->gone_since_ms)
+		e->gone_since_ms = now_ms;
+	if (now_ms - e->gone_since_ms < (uint64_t)s->grace_s * 1000)
 		return 0;
 	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.io_stats), &e->key);
 	return 1;
@@ -291,7 +307,7 @@ static int io_tick(struct plumb_module *m)
 {
 	struct io_state *s = m->priv;
 	struct io_entry **list;
-	time_t now = time(NULL);
+	uint64_t now = monotonic_ms();
 	size_t n;
 
 	ring_buffer__consume(s->events);
@@ -358,6 +374,10 @@ int io_snapshot(struct plumb_module *m, struct io_row **rows, size_t *nrows)
 	for (size_t i = 0; i < n; i++) {
 		struct io_entry *e = list[i];
 		struct io_row key;
+
+		if ((!e->cgroup[0] || !e->mount[0]) &&
+		    monotonic_ms() - e->first_seen_ms < IO_UNRESOLVED_HOLD_MS)
+			continue;
 
 		if (e->cgroup[0])
 			snprintf(key.cgroup, sizeof(key.cgroup), "%s", e->cgroup);

@@ -92,6 +92,12 @@ def test_increase_matches(cleanup):
     mount_image(cleanup, mnt, size_mb=256)
     agent = Agent(cleanup)
     prom = Prometheus(cleanup, agent.port)
+    # Prometheus holds new targets back for ~5 s (its discovery throttle): wait until it has
+    # scraped the agent twice, so the series' first samples come before the workload
+    deadline = time.time() + 30
+    while not prom.query("count_over_time(up[1m]) >= 2"):
+        assert time.time() < deadline, "Prometheus did not scrape the agent: " + prom.output()
+        time.sleep(0.5)
     cg, label = make_cgroup(cleanup, f"plumb-prom-{os.getpid()}/job")
     size = 96 * MIB + 12345
     t0 = time.time()

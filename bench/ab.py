@@ -1,0 +1,120 @@
+"""A/B benchmark harness: alternating runs, medians, ratios, Markdown with the machine.
+
+    from ab import Bench
+    b = Bench("overhead", "fio and the io module")
+    b.compare("4 KiB randread, tmpfs", run=lambda: fio(...), metric="IOPS",
+              setup_b=start_agent, teardown_b=stop_agent, pairs=5)
+    b.write()   # bench/results/overhead.md
+
+Each pair runs A (without) then B (with), alternating the order every other pair so a slow
+drift of the machine does not favour either side. The table reports the median of each side,
+the median of the per-pair ratios B/A, and every pair's values, so that the noise is visible.
+The machine is shared and noisy: read ratios from one run, never an absolute number alone.
+"""
+
+import datetime
+import os
+import platform
+import statistics
+import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+
+
+def _read(path, default="?"):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return default
+
+
+def machine():
+    """A description of the machine, for the results file."""
+    cpu = "?"
+    for line in _read("/proc/cpuinfo", "").splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem_kb = 0
+    for line in _read("/proc/meminfo", "").splitlines():
+        if line.startswith("MemTotal:"):
+            mem_kb = int(line.split()[1])
+    rev = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True).stdout.strip() or "?"
+    dirty = subprocess.run(["git", "-C", HERE, "status", "--porcelain", "--", ".."],
+                           capture_output=True, text=True).stdout.strip()
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "kernel": platform.release(),
+        "cpu": f"{cpu}, {os.cpu_count()} CPUs",
+        "memory": f"{mem_kb / 1048576:.1f} GiB",
+        "clocksource": _read("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
+        "os": _read("/etc/debian_version"),
+        "plumb": rev + (" (uncommitted changes)" if dirty else ""),
+    }
+
+
+class Bench:
+    def __init__(self, name, title, intro=""):
+        self.name, self.title, self.intro = name, title, intro
+        self.sections = []
+
+    def compare(self, label, run, metric, setup_b=None, teardown_b=None, pairs=5,
+                higher_is_better=True):
+        """Runs run() alternately without (A) and with (B) setup_b; returns the median ratio."""
+        assert pairs >= 5, "at least five pairs"
+        a, b = [], []
+        for i in range(pairs):
+            order = ("A", "B") if i % 2 == 0 else ("B", "A")
+            for side in order:
+                if side == "A":
+                    a.append(run())
+                else:
+                    ctx = setup_b() if setup_b else None
+                    try:
+                        b.append(run())
+                    finally:
+                        if teardown_b:
+                            teardown_b(ctx)
+        ratios = [y / x for x, y in zip(a, b)]
+        row = {
+            "label": label, "metric": metric, "a": a, "b": b,
+            "ma": statistics.median(a), "mb": statistics.median(b),
+            "ratio": statistics.median(ratios), "higher": higher_is_better,
+        }
+        self.sections.append(("ab", row))
+        print(f"  {label}: without {row['ma']:.1f} with {row['mb']:.1f} {metric}, "
+              f"ratio {row['ratio']:.3f}", flush=True)
+        return row["ratio"]
+
+    def text(self, markdown):
+        self.sections.append(("text", markdown))
+
+    def write(self):
+        os.makedirs(RESULTS, exist_ok=True)
+        path = os.path.join(RESULTS, self.name + ".md")
+        m = machine()
+        with open(path, "w") as f:
+            f.write(f"# {self.title}\n\n")
+            if self.intro:
+                f.write(self.intro.strip() + "\n\n")
+            f.write("Machine: " + "; ".join(f"{k} {v}" for k, v in m.items()) + ".\n\n")
+            ab_rows = [r for kind, r in self.sections if kind == "ab"]
+            if ab_rows:
+                f.write("| case | metric | without plumb (median) | with plumb (median) "
+                        "| ratio with/without (median of pairs) |\n|---|---|---|---|---|\n")
+                for r in ab_rows:
+                    f.write(f"| {r['label']} | {r['metric']} | {r['ma']:.1f} | {r['mb']:.1f} "
+                            f"| {r['ratio']:.3f} |\n")
+                f.write("\nEvery pair (without, with):\n\n")
+                for r in ab_rows:
+                    pairs = ", ".join(f"({x:.1f}, {y:.1f})" for x, y in zip(r["a"], r["b"]))
+                    f.write(f"- {r['label']}: {pairs}\n")
+                f.write("\n")
+            for kind, t in self.sections:
+                if kind == "text":
+                    f.write(t.strip() + "\n\n")
+        print(f"wrote {path}")
+        return path
