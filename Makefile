@@ -76,8 +76,17 @@ test-unit: $(UNIT_TESTS)
 test-integration: check-root all $(BUILD)/iowork
 	./tests/run-all.sh integration
 
+$(BUILD)/floor.bpf.o: bench/floor.bpf.c | $(BUILD)
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(BUILD)/hotpath: bench/hotpath.c $(BUILD)/io.skel.h $(BUILD)/floor.skel.h
+	$(CC) $(CFLAGS) $< -o $@ -lbpf -lelf -lz
+
+$(BUILD)/mpiio_write: bench/mpiio_write.c | $(BUILD)
+	mpicc -O2 -Wall $< -o $@
+
 bench: deps
-	$(MAKE) all
+	$(MAKE) all $(BUILD)/hotpath $(BUILD)/mpiio_write
 	./bench/run-all.sh
 
 install: all
@@ -91,4 +100,4 @@ format:
 clean:
 	rm -rf $(BUILD)
 
-.SECONDARY: $(BPF_OBJS) $(SKELS)
+.SECONDARY: $(BPF_OBJS) $(SKELS) $(BUILD)/floor.bpf.o $(BUILD)/floor.skel.h

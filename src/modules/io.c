@@ -46,7 +46,6 @@ struct io_entry {
 	char fstype[32];
 	uint64_t gone_since_ms; /* when its cgroup was first seen removed; 0 while it exists */
 	uint64_t first_seen_ms;
-	bool in_map;
 };
 
 struct io_state {
@@ -60,7 +59,8 @@ struct io_state {
 	struct io_stats *percpu; /* one lookup's per-CPU values */
 	unsigned int grace_s;
 	uint32_t capacity;
-	uint64_t unresolved_paths, expired;
+	uint64_t in_map; /* keys in the kernel map at the last read */
+	uint64_t unresolved_paths, entries_full, expired;
 };
 
 static uint64_t monotonic_ms(void)
@@ -198,7 +198,7 @@ static int handle_path_event(void *ctx, void *data, size_t size)
 	key.mnt_id = place_path_event(s, e);
 	entry = entry_get(s, &key);
 	if (!entry) {
-		s->unresolved_paths++;
+		s->entries_full++;
 		return 0;
 	}
 	if (e->ret < 0)
@@ -224,18 +224,21 @@ static void read_map(struct io_state *s)
 	struct io_key key, next, *prev = NULL;
 	struct io_entry *e;
 
+	s->in_map = 0;
 	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
 		key = next;
 		prev = &key;
 		if (bpf_map_lookup_elem(fd, &key, s->percpu))
 			continue; /* deleted meanwhile */
+		s->in_map++;
 		e = entry_get(s, &key);
-		if (!e)
+		if (!e) {
+			s->entries_full++; /* counted again at each read while it lasts */
 			continue;
+		}
 		memset(&e->kernel, 0, sizeof(e->kernel));
 		for (int cpu = 0; cpu < s->ncpus; cpu++)
 			stats_add(&e->kernel, &s->percpu[cpu]);
-		e->in_map = true;
 	}
 }
 
@@ -355,12 +358,39 @@ static void row_add(struct io_row *r, const struct io_stats *st)
 	}
 }
 
+static void entry_names(const struct io_entry *e, struct io_row *r)
+{
+	if (e->cgroup[0])
+		snprintf(r->cgroup, sizeof(r->cgroup), "%s", e->cgroup);
+	else
+		snprintf(r->cgroup, sizeof(r->cgroup), "unknown:%llu",
+			 (unsigned long long)e->key.cgroup_id);
+	if (e->mount[0]) {
+		snprintf(r->mount, sizeof(r->mount), "%s", e->mount);
+		snprintf(r->fstype, sizeof(r->fstype), "%s", e->fstype);
+	} else {
+		snprintf(r->mount, sizeof(r->mount), "unknown:%u", e->key.mnt_id);
+		snprintf(r->fstype, sizeof(r->fstype), "unknown");
+	}
+}
+
+static void row_merge(struct io_row *dst, const struct io_row *src)
+{
+	size_t first = offsetof(struct io_row, bytes) / sizeof(uint64_t);
+	const uint64_t *a = (const uint64_t *)src;
+	uint64_t *d = (uint64_t *)dst;
+
+	for (size_t i = first; i < sizeof(*dst) / sizeof(uint64_t); i++)
+		d[i] += a[i];
+}
+
 int io_snapshot(struct plumb_module *m, struct io_row **rows, size_t *nrows)
 {
 	struct io_state *s = m->priv;
 	struct io_entry **list;
-	struct io_row *out, *r;
-	size_t n, nout = 0;
+	struct io_row *out;
+	uint64_t now;
+	size_t n, nout = 0, i, j, k = 0;
 
 	io_tick(m);
 	list = entry_list(s, &n);
@@ -371,46 +401,29 @@ int io_snapshot(struct plumb_module *m, struct io_row **rows, size_t *nrows)
 		free(list);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < n; i++) {
-		struct io_entry *e = list[i];
-		struct io_row key;
-
-		if ((!e->cgroup[0] || !e->mount[0]) &&
-		    monotonic_ms() - e->first_seen_ms < IO_UNRESOLVED_HOLD_MS)
+	now = monotonic_ms();
+	for (i = 0; i < n; i++) {
+		if ((!list[i]->cgroup[0] || !list[i]->mount[0]) &&
+		    now - list[i]->first_seen_ms < IO_UNRESOLVED_HOLD_MS)
 			continue;
-
-		if (e->cgroup[0])
-			snprintf(key.cgroup, sizeof(key.cgroup), "%s", e->cgroup);
-		else
-			snprintf(key.cgroup, sizeof(key.cgroup), "unknown:%llu",
-				 (unsigned long long)e->key.cgroup_id);
-		if (e->mount[0]) {
-			snprintf(key.mount, sizeof(key.mount), "%s", e->mount);
-			snprintf(key.fstype, sizeof(key.fstype), "%s", e->fstype);
-		} else {
-			snprintf(key.mount, sizeof(key.mount), "unknown:%u", e->key.mnt_id);
-			snprintf(key.fstype, sizeof(key.fstype), "unknown");
-		}
-		r = NULL;
-		for (size_t j = 0; j < nout; j++)
-			if (!row_cmp(&out[j], &key)) {
-				r = &out[j];
-				break;
-			}
-		if (!r) {
-			r = &out[nout++];
-			memcpy(r->cgroup, key.cgroup, sizeof(r->cgroup));
-			memcpy(r->mount, key.mount, sizeof(r->mount));
-			memcpy(r->fstype, key.fstype, sizeof(r->fstype));
-			workload_from_cgroup(r->cgroup, r->workload, sizeof(r->workload));
-		}
-		row_add(r, &e->kernel);
-		row_add(r, &e->user);
+		entry_names(list[i], &out[nout]);
+		row_add(&out[nout], &list[i]->kernel);
+		row_add(&out[nout], &list[i]->user);
+		nout++;
 	}
 	free(list);
+	/* sort by names, then sum rows whose names are equal */
 	qsort(out, nout, sizeof(*out), row_cmp);
+	for (i = 0; i < nout; i = j) {
+		if (k != i)
+			out[k] = out[i];
+		for (j = i + 1; j < nout && !row_cmp(&out[k], &out[j]); j++)
+			row_merge(&out[k], &out[j]);
+		workload_from_cgroup(out[k].cgroup, out[k].workload, sizeof(out[k].workload));
+		k++;
+	}
 	*rows = out;
-	*nrows = nout;
+	*nrows = k;
 	return 0;
 }
 
@@ -510,24 +523,16 @@ static void io_health(struct plumb_module *m, struct module_health *h)
 	uint64_t lost[IO_LOST_REASONS] = { 0 };
 	__u64 *percpu = calloc(s->ncpus, sizeof(__u64));
 	int fd = bpf_map__fd(s->skel->maps.io_lost);
-	struct io_key key, next, *prev = NULL;
-	uint64_t in_map = 0;
 
 	for (__u32 r = 0; percpu && r < IO_LOST_REASONS; r++)
 		if (!bpf_map_lookup_elem(fd, &r, percpu))
 			for (int cpu = 0; cpu < s->ncpus; cpu++)
 				lost[r] += percpu[cpu];
 	free(percpu);
-	fd = bpf_map__fd(s->skel->maps.io_stats);
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		key = next;
-		prev = &key;
-		in_map++;
-	}
 
 	h->nmaps = 0;
 	h->maps[h->nmaps].name = "io_stats";
-	h->maps[h->nmaps].entries = in_map;
+	h->maps[h->nmaps].entries = s->in_map;
 	h->maps[h->nmaps++].capacity = s->capacity;
 	h->maps[h->nmaps].name = "entries";
 	h->maps[h->nmaps].entries = s->nentries;
@@ -539,6 +544,8 @@ static void io_health(struct plumb_module *m, struct module_health *h)
 	}
 	h->lost[h->nlost].reason = "path_unresolved";
 	h->lost[h->nlost++].count = s->unresolved_paths;
+	h->lost[h->nlost].reason = "entries_full";
+	h->lost[h->nlost++].count = s->entries_full;
 	h->obj = s->skel->obj;
 }
 

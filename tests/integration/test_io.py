@@ -155,6 +155,21 @@ def test_latency_sampling(world, agent, cleanup):
     a16.stop()
 
 
+def test_map_full_counted(world, agent, cleanup):
+    """A full kernel map loses events, and says so: nothing is lost silently."""
+    small = Agent(cleanup, "--io-capacity", "16")
+    for i in range(20):
+        cg, _ = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/full/{i}")
+        # two keys per cgroup: cgroup.procs on the cgroup2 mount, the file on the tmpfs
+        iowork(cg, f"write:{world.tmpfs}/full-{i}:100:100")
+    m = small.metrics()
+    assert value(m, "plumb_map_capacity", module="io", map="io_stats") == 16
+    assert value(m, "plumb_map_entries", module="io", map="io_stats") == 16
+    lost = value(m, "plumb_events_lost_total", module="io", reason="stats_map_full")
+    assert lost >= 2 * 20 - 16, f"stats_map_full {lost:.0f}, want at least 24"
+    small.stop()
+
+
 def test_errors(world, agent, cleanup):
     """EBADF, EFAULT and ENOENT are counted, on the right mount."""
     cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/errors")
@@ -319,6 +334,7 @@ def main():
         for name, fn in (("io: exact bytes and calls per cgroup and mount", test_rw_exact),
                          ("io: errors counted on the right mount", test_errors),
                          ("io: latency sampling", test_latency_sampling),
+                         ("io: a full map counts what it loses", test_map_full_counted),
                          ("io: path operations on the mount they touched", test_path_ops),
                          ("io: removed cgroup kept for the grace period", test_cgroup_grace),
                          ("io: plumb io --json", test_io_view_json),

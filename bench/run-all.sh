@@ -1,0 +1,7 @@
+#!/bin/sh
+# make bench: every benchmark, results in bench/results/*.md (with the machine's description).
+set -eu
+cd "$(dirname "$0")/.."
+python3 bench/hotpath.py
+python3 bench/overhead.py
+python3 bench/accuracy.py
