@@ -231,7 +231,7 @@ int agent_run(const struct agent_options *o)
 
 	if (!o->check) {
 		/* the port first: a port in use fails before any BPF is loaded */
-		http = http_start(o->addr, o->port, agent_metrics, &a, err, sizeof(err));
+		http = http_bind(o->addr, o->port, err, sizeof(err));
 		if (!http) {
 			pr_warn("%s\n", err);
 			return 1;
@@ -253,6 +253,12 @@ int agent_run(const struct agent_options *o)
 		return ret;
 	}
 
+	if (http_serve(http, agent_metrics, &a, err, sizeof(err))) {
+		pr_warn("%s\n", err);
+		http_stop(http);
+		unload_modules();
+		return 1;
+	}
 	pr_info("serving metrics at http://%s%s%s:%u/metrics\n", strchr(o->addr, ':') ? "[" : "",
 		o->addr, strchr(o->addr, ':') ? "]" : "", o->port);
 	while (!exiting) {

@@ -134,8 +134,7 @@ static int listen_socket(const char *addr, uint16_t port, char *err, size_t errl
 	return fd;
 }
 
-struct http_server *http_start(const char *addr, uint16_t port, http_metrics_fn metrics,
-			       void *ctx, char *err, size_t errlen)
+struct http_server *http_bind(const char *addr, uint16_t port, char *err, size_t errlen)
 {
 	struct http_server *srv = calloc(1, sizeof(*srv));
 
@@ -143,13 +142,19 @@ struct http_server *http_start(const char *addr, uint16_t port, http_metrics_fn 
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	srv->metrics = metrics;
-	srv->ctx = ctx;
 	srv->listen_fd = listen_socket(addr, port, err, errlen);
 	if (srv->listen_fd < 0) {
 		free(srv);
 		return NULL;
 	}
+	return srv;
+}
+
+int http_serve(struct http_server *srv, http_metrics_fn metrics, void *ctx, char *err,
+	       size_t errlen)
+{
+	srv->metrics = metrics;
+	srv->ctx = ctx;
 	srv->daemon = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, handle, srv,
 		MHD_OPTION_LISTEN_SOCKET, srv->listen_fd, MHD_OPTION_CONNECTION_LIMIT,
@@ -158,18 +163,19 @@ struct http_server *http_start(const char *addr, uint16_t port, http_metrics_fn 
 		(unsigned int)HTTP_CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 		(size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_END);
 	if (!srv->daemon) {
-		snprintf(err, errlen, "cannot start the HTTP server on %s:%u", addr, port);
-		close(srv->listen_fd);
-		free(srv);
-		return NULL;
+		snprintf(err, errlen, "cannot start the HTTP server");
+		return -EIO;
 	}
-	return srv;
+	return 0;
 }
 
 void http_stop(struct http_server *srv)
 {
 	if (!srv)
 		return;
-	MHD_stop_daemon(srv->daemon); /* closes the listening socket too */
+	if (srv->daemon)
+		MHD_stop_daemon(srv->daemon); /* closes the listening socket too */
+	else
+		close(srv->listen_fd);
 	free(srv);
 }

@@ -11,9 +11,14 @@ struct http_server;
 /* Writes the whole /metrics page; called from the server's thread. 0 or -errno. */
 typedef int (*http_metrics_fn)(void *ctx, struct prom_writer *w);
 
-/* Binds addr:port (IPv4 or IPv6 literal) and serves; NULL with a one-line reason in err. */
-struct http_server *http_start(const char *addr, uint16_t port, http_metrics_fn metrics,
-			       void *ctx, char *err, size_t errlen);
+/*
+ * Binds and listens on addr:port (IPv4 or IPv6 literal); NULL with a one-line reason in err.
+ * Connections wait in the backlog until http_serve().
+ */
+struct http_server *http_bind(const char *addr, uint16_t port, char *err, size_t errlen);
+/* Starts answering on the bound socket. 0, or -errno with a reason in err. */
+int http_serve(struct http_server *srv, http_metrics_fn metrics, void *ctx, char *err,
+	       size_t errlen);
 void http_stop(struct http_server *srv);
 
 #endif

@@ -570,6 +570,25 @@ static void io_unload(struct plumb_module *m)
 	m->priv = NULL;
 }
 
+/*
+ * Test-only: PLUMB_TEST_REQUIRE_TRACEPOINT=<name> makes the module also need
+ * syscalls/<name>, so that tests can see a module fail to attach on a kernel that lacks one
+ * of its tracepoints (and the agent carry on without it).
+ */
+static int io_require_test_tracepoint(struct io_state *s)
+{
+	const char *name = getenv("PLUMB_TEST_REQUIRE_TRACEPOINT");
+	struct bpf_link *link;
+
+	if (!name || !*name)
+		return 0;
+	link = bpf_program__attach_tracepoint(s->skel->progs.exit_read, "syscalls", name);
+	if (!link)
+		return -errno;
+	bpf_link__destroy(link);
+	return 0;
+}
+
 static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 {
 	struct bpf_program *prog;
@@ -616,6 +635,12 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 	if (err) {
 		snprintf(m->error, sizeof(m->error), "cannot load BPF programs: %s",
 			 strerror(-err));
+		goto out_unload;
+	}
+	err = io_require_test_tracepoint(s);
+	if (err) {
+		snprintf(m->error, sizeof(m->error), "tracepoint syscalls/%s: %s",
+			 getenv("PLUMB_TEST_REQUIRE_TRACEPOINT"), strerror(-err));
 		goto out_unload;
 	}
 	err = io_bpf__attach(s->skel);

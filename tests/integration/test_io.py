@@ -312,6 +312,51 @@ def test_cli_errors(world, agent, cleanup):
     assert "Examples:" in sh(PLUMB, "io", "--help").stdout
 
 
+def test_module_failure(world, agent, cleanup):
+    """A module that cannot attach is reported once and marked down; the agent keeps serving."""
+    os.environ["PLUMB_TEST_REQUIRE_TRACEPOINT"] = "sys_exit_plumb_no_such_call"
+    try:
+        broken = Agent(cleanup, wait_for_module=False)
+    finally:
+        del os.environ["PLUMB_TEST_REQUIRE_TRACEPOINT"]
+    m = settle(broken, lambda m: ("plumb_module_up", frozenset({("module", "io")})) in m)
+    assert value(m, "plumb_module_up", module="io") == 0, "io should be down"
+    assert not select(m, "plumb_io_write_bytes_total"), "a down module exported metrics"
+    log = broken.output()
+    lines = [l for l in log.splitlines() if "module io: disabled" in l]
+    assert len(lines) == 1 and "sys_exit_plumb_no_such_call" in lines[0], log
+    assert broken.get("/healthz")[0] == 200
+    broken.stop()
+    # --check says the same and exits 1
+    os.environ["PLUMB_TEST_REQUIRE_TRACEPOINT"] = "sys_exit_plumb_no_such_call"
+    try:
+        r = sh(PLUMB, "agent", "--check", check=False)
+    finally:
+        del os.environ["PLUMB_TEST_REQUIRE_TRACEPOINT"]
+    assert r.returncode == 1 and "unavailable" in r.stdout, r
+    r = sh(PLUMB, "agent", "--check", check=False)
+    assert r.returncode == 0 and "available" in r.stdout, r
+
+
+def test_bpf_stats(world, agent, cleanup):
+    """With kernel.bpf_stats_enabled the programs' run time and count are exported."""
+    path = "/proc/sys/kernel/bpf_stats_enabled"
+    with open(path) as f:
+        before = f.read().strip()
+    cleanup.add(lambda: open(path, "w").write(before))
+    with open(path, "w") as f:
+        f.write("1")
+    cg, _ = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/stats")
+    iowork(cg, f"write:{world.tmpfs}/stats:4096:1024")
+    m = agent.metrics()
+    runs = value(m, "plumb_bpf_program_runs_total", module="io", program="exit_write")
+    secs = value(m, "plumb_bpf_program_run_seconds_total", module="io", program="exit_write")
+    assert runs >= 4 and secs > 0, f"runs {runs}, seconds {secs}"
+    with open(path, "w") as f:
+        f.write("0")
+    assert not select(agent.metrics(), "plumb_bpf_program_runs_total"), "exported while off"
+
+
 def test_sigterm(world, agent, cleanup):
     """SIGTERM detaches everything and exits 0 within a second."""
     a2 = Agent(cleanup)
@@ -341,6 +386,8 @@ def main():
                          ("agent: exposition and self-metrics", test_exposition),
                          ("agent: HTTP robustness", test_http_robustness),
                          ("cli: errors and exit codes", test_cli_errors),
+                         ("agent: a module that cannot attach", test_module_failure),
+                         ("agent: BPF program statistics", test_bpf_stats),
                          ("agent: SIGTERM", test_sigterm)):
             runner.run(name, fn, world, agent, cleanup)
     except Exception as e:
