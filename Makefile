@@ -82,11 +82,8 @@ $(BUILD)/floor.bpf.o: bench/floor.bpf.c | $(BUILD)
 $(BUILD)/hotpath: bench/hotpath.c $(BUILD)/io.skel.h $(BUILD)/floor.skel.h
 	$(CC) $(CFLAGS) $< -o $@ -lbpf -lelf -lz
 
-$(BUILD)/mpiio_write: bench/mpiio_write.c | $(BUILD)
-	mpicc -O2 -Wall $< -o $@
-
 bench: deps
-	$(MAKE) all $(BUILD)/hotpath $(BUILD)/mpiio_write
+	$(MAKE) all $(BUILD)/hotpath
 	./bench/run-all.sh
 
 install: all

@@ -4,12 +4,14 @@
  * of one shared file with MPI_File_write_at (independent I/O, one block per call), wrapping
  * around inside its region, until SECONDS have passed; rank 0 then prints one JSON line.
  *
- *   mpirun -np 4 mpiio_write --file PATH --block BYTES --region BYTES --seconds S
+ *   mpirun -np 4 mpiio_write --file PATH --block BYTES --region BYTES --seconds S [--log PATH]
  *
  * The time is measured between an MPI_Barrier before the first write and one after the last,
  * the maximum over the ranks; bw_bytes is the sum of all ranks' bytes over that time.
  * start and end are rank 0's wall clock (seconds since the epoch) after each barrier, so that
- * the caller can line the run up with a Prometheus series.
+ * the caller can line the run up with a Prometheus series. With --log, every rank also writes
+ * PATH.<rank> after the run: one line per write, the wall clock when it returned and its bytes,
+ * so that the caller can tell how much was written between any two instants.
  *
  * Build: mpicc -O2 -Wall -Wextra -o mpiio_write mpiio_write.c
  */
@@ -25,6 +27,13 @@ struct options {
 	long long block;
 	long long region;
 	double seconds;
+	const char *log;
+};
+
+/* when each write returned, kept in memory until the timed loop is over */
+struct write_log {
+	double *when;
+	size_t n, cap;
 };
 
 static double wall_clock(void)
@@ -39,7 +48,7 @@ static void usage_exit(int rank)
 {
 	if (rank == 0)
 		fprintf(stderr, "usage: mpiio_write --file PATH --block BYTES --region BYTES "
-				"--seconds S\n");
+				"--seconds S [--log PATH]\n");
 	MPI_Finalize();
 	exit(2);
 }
@@ -51,6 +60,7 @@ static void parse_options(int argc, char **argv, int rank, struct options *o)
 		{ "block", required_argument, NULL, 'b' },
 		{ "region", required_argument, NULL, 'r' },
 		{ "seconds", required_argument, NULL, 's' },
+		{ "log", required_argument, NULL, 'l' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -68,6 +78,9 @@ static void parse_options(int argc, char **argv, int rank, struct options *o)
 			break;
 		case 's':
 			o->seconds = atof(optarg);
+			break;
+		case 'l':
+			o->log = optarg;
 			break;
 		default:
 			usage_exit(rank);
@@ -89,9 +102,45 @@ static void die(int rank, const char *what, int err)
 	MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+static void write_log_add(struct write_log *l, int rank, double when)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 4096;
+		double *grown = realloc(l->when, cap * sizeof(*grown));
+
+		if (!grown) {
+			fprintf(stderr, "mpiio_write: rank %d: out of memory\n", rank);
+			MPI_Abort(MPI_COMM_WORLD, 1);
+		}
+		l->when = grown;
+		l->cap = cap;
+	}
+	l->when[l->n++] = when;
+}
+
+static void write_log_save(const struct write_log *l, const char *prefix, int rank, long long block)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s.%d", prefix, rank);
+	f = fopen(path, "w");
+	if (!f) {
+		perror(path);
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+	for (size_t i = 0; i < l->n; i++)
+		fprintf(f, "%.6f %lld\n", l->when[i], block);
+	if (fclose(f)) {
+		perror(path);
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = { 0 };
+	struct write_log log = { 0 };
 	unsigned long long written = 0, total = 0;
 	double t0, t1, elapsed, slowest, start, end;
 	long long pos = 0;
@@ -132,6 +181,8 @@ int main(int argc, char **argv)
 				rank, count, o.block);
 			MPI_Abort(MPI_COMM_WORLD, 1);
 		}
+		if (o.log)
+			write_log_add(&log, rank, wall_clock());
 		written += o.block;
 		pos += o.block;
 		if (pos == o.region)
@@ -148,10 +199,13 @@ int main(int argc, char **argv)
 	err = MPI_File_close(&fh);
 	if (err != MPI_SUCCESS)
 		die(rank, "MPI_File_close", err);
+	if (o.log)
+		write_log_save(&log, o.log, rank, o.block);
 	if (rank == 0)
 		printf("{\"ranks\": %d, \"block\": %lld, \"bytes\": %llu, \"seconds\": %.6f, "
 		       "\"bw_bytes\": %.1f, \"start\": %.6f, \"end\": %.6f}\n",
 		       ranks, o.block, total, slowest, total / slowest, start, end);
+	free(log.when);
 	free(buf);
 	MPI_Finalize();
 	return 0;
