@@ -60,6 +60,14 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } io_path_events SEC(".maps");
 
+/* Where a path operation is read and examined before it is known to need the ring buffer. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct io_path_event);
+} io_path_scratch SEC(".maps");
+
 /* Entry time of the syscall in flight, per thread: survives migration between CPUs. */
 struct syscall_start {
 	__u64 ts;
@@ -301,6 +309,7 @@ static __always_inline int path_op(long dirfd, const char *upath, int op, long r
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct io_path_event *e;
+	__u32 zero = 0;
 	struct vfsmount *mnt;
 	struct dentry *dentry, *root;
 	bool simple = true;
@@ -308,21 +317,17 @@ static __always_inline int path_op(long dirfd, const char *upath, int op, long r
 
 	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
 		return 0;
-	e = bpf_ringbuf_reserve(&io_path_events, sizeof(*e), 0);
-	if (!e) {
-		count_lost(IO_LOST_PATH_RINGBUF_FULL);
+	e = bpf_map_lookup_elem(&io_path_scratch, &zero);
+	if (!e)
 		return 0;
-	}
 	n = bpf_probe_read_user_str(e->path, sizeof(e->path), upath);
 	if (lookup_start(task, dirfd, n > 0 ? e->path[0] : 0, &mnt, &dentry)) {
 		/* bad dirfd: nothing was touched; charge it to the unknown mount */
-		bpf_ringbuf_discard(e, 0);
 		count_op(0, op, ret);
 		return 0;
 	}
 	if (n <= 0) {
 		/* unreadable path (EFAULT): the lookup never left the start directory */
-		bpf_ringbuf_discard(e, 0);
 		count_op(vfsmount_id(mnt), op, ret);
 		return 0;
 	}
@@ -335,7 +340,6 @@ static __always_inline int path_op(long dirfd, const char *upath, int op, long r
 	if (e->path[0] == '.' && (n == 2 || (e->path[1] == '.' && n == 3)))
 		simple = false;
 	if (simple) {
-		bpf_ringbuf_discard(e, 0);
 		count_op(vfsmount_id(mnt), op, ret);
 		return 0;
 	}
@@ -354,7 +358,9 @@ static __always_inline int path_op(long dirfd, const char *upath, int op, long r
 		dentry = BPF_CORE_READ(dentry, d_parent);
 	}
 	e->depth = (i == IO_DENTRY_DEPTH && dentry != root) ? IO_DENTRY_DEPTH + 1 : i;
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	/* no wakeup: user space drains the buffer on its own tick */
+	if (bpf_ringbuf_output(&io_path_events, e, sizeof(*e), BPF_RB_NO_WAKEUP))
+		count_lost(IO_LOST_PATH_RINGBUF_FULL);
 	return 0;
 }
 

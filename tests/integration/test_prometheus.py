@@ -10,79 +10,16 @@ before the series' first sample, which is 0: Prometheus does not extrapolate a c
 zero, so the answer is the true increase and the 1% tolerance is only for what could differ.
 """
 
-import json
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (Agent, Cleanup, Runner, free_port, iowork, make_cgroup, mount_image,  # noqa: E402
-                 require_root)
+from lib import (Agent, Cleanup, Prometheus, Runner, iowork, make_cgroup,  # noqa: E402
+                 mount_image, require_root)
 
 MIB = 1 << 20
-
-
-class Prometheus:
-    def __init__(self, cleanup, target_port):
-        self.dir = tempfile.mkdtemp(prefix="plumb-prom-")
-        cleanup.add(shutil.rmtree, self.dir)
-        self.port = free_port()
-        cfg = os.path.join(self.dir, "prometheus.yml")
-        with open(cfg, "w") as f:
-            f.write(f"""global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: plumb
-    static_configs:
-      - targets: ['127.0.0.1:{target_port}']
-""")
-        self.log = open(os.path.join(self.dir, "log"), "w+")
-        self.proc = subprocess.Popen(
-            ["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={self.dir}/data",
-             f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        cleanup.add(self.stop)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            assert self.proc.poll() is None, "prometheus exited: " + self.output()
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("prometheus not ready: " + self.output())
-
-    def output(self):
-        self.log.seek(0)
-        return self.log.read()[-2000:]
-
-    def query(self, expr, at=None):
-        params = {"query": expr}
-        if at is not None:
-            params["time"] = f"{at:.3f}"
-        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode(params)
-        with urllib.request.urlopen(url, timeout=10) as r:
-            body = json.load(r)
-        assert body["status"] == "success", body
-        return body["data"]["result"]
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
 
 
 def test_increase_matches(cleanup):
@@ -91,13 +28,10 @@ def test_increase_matches(cleanup):
     mnt = os.path.join(base, "ext4")
     mount_image(cleanup, mnt, size_mb=256)
     agent = Agent(cleanup)
-    prom = Prometheus(cleanup, agent.port)
+    prom = Prometheus(cleanup, agent.port, interval=1)
     # Prometheus holds new targets back for ~5 s (its discovery throttle): wait until it has
     # scraped the agent twice, so the series' first samples come before the workload
-    deadline = time.time() + 30
-    while not prom.query("count_over_time(up[1m]) >= 2"):
-        assert time.time() < deadline, "Prometheus did not scrape the agent: " + prom.output()
-        time.sleep(0.5)
+    prom.wait_scrapes(2)
     cg, label = make_cgroup(cleanup, f"plumb-prom-{os.getpid()}/job")
     size = 96 * MIB + 12345
     t0 = time.time()
