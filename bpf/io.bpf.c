@@ -57,7 +57,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 256 * 1024);
+	__uint(max_entries, 4 * 1024 * 1024); /* >= 14,000 events between two drains */
 } io_path_events SEC(".maps");
 
 /* Where a path operation is read and examined before it is known to need the ring buffer. */
@@ -309,7 +309,7 @@ static __always_inline int path_op(long dirfd, const char *upath, int op, long r
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct io_path_event *e;
-	__u32 zero = 0;
+	__u32 zero = 0, size;
 	struct vfsmount *mnt;
 	struct dentry *dentry, *root;
 	bool simple = true;
@@ -351,15 +351,17 @@ static __always_inline int path_op(long dirfd, const char *upath, int op, long r
 	e->ret = ret;
 	root = BPF_CORE_READ(mnt, mnt_root);
 	for (i = 0; i < IO_DENTRY_DEPTH; i++) {
-		if (dentry == root)
+		if (dentry == root || e->path[0] == '/')
 			break;
 		bpf_probe_read_kernel_str(e->start_names[i], IO_DENTRY_NAME,
 					  BPF_CORE_READ(dentry, d_name.name));
 		dentry = BPF_CORE_READ(dentry, d_parent);
 	}
 	e->depth = (i == IO_DENTRY_DEPTH && dentry != root) ? IO_DENTRY_DEPTH + 1 : i;
+	size = offsetof(struct io_path_event, start_names) +
+	       (e->depth < IO_DENTRY_DEPTH ? e->depth : IO_DENTRY_DEPTH) * IO_DENTRY_NAME;
 	/* no wakeup: user space drains the buffer on its own tick */
-	if (bpf_ringbuf_output(&io_path_events, e, sizeof(*e), BPF_RB_NO_WAKEUP))
+	if (bpf_ringbuf_output(&io_path_events, e, size, BPF_RB_NO_WAKEUP))
 		count_lost(IO_LOST_PATH_RINGBUF_FULL);
 	return 0;
 }

@@ -66,9 +66,12 @@ struct io_path_event {
 	__s32 ret;
 	__u32 depth;	    /* components of start_names used; > IO_DENTRY_DEPTH: truncated */
 	__u32 pad;
-	/* the start directory below its mount's root, innermost first */
-	char start_names[IO_DENTRY_DEPTH][IO_DENTRY_NAME];
 	char path[IO_PATH_MAX];
+	/*
+	 * The start directory below its mount's root, innermost first; only for relative paths,
+	 * and only the used components are sent: an event is offsetof(start_names) + 64 * depth.
+	 */
+	char start_names[IO_DENTRY_DEPTH][IO_DENTRY_NAME];
 };
 
 #endif

@@ -19,7 +19,7 @@ struct plumb_config {
 };
 
 #define MODULE_MAX_MAPS	   4
-#define MODULE_MAX_REASONS 4
+#define MODULE_MAX_REASONS 8
 
 /* A module's own health, exported by the agent as plumb_* self-metrics. */
 struct module_health {

@@ -193,7 +193,10 @@ static int handle_path_event(void *ctx, void *data, size_t size)
 	struct io_key key = { .cgroup_id = e->cgroup_id };
 	struct io_entry *entry;
 
-	if (size < sizeof(*e) || e->op >= IO_OPS)
+	if (size < offsetof(struct io_path_event, start_names) || e->op >= IO_OPS ||
+	    size < offsetof(struct io_path_event, start_names) +
+			   (e->depth < IO_DENTRY_DEPTH ? e->depth : IO_DENTRY_DEPTH) *
+				   IO_DENTRY_NAME)
 		return 0;
 	key.mnt_id = place_path_event(s, e);
 	entry = entry_get(s, &key);
@@ -521,6 +524,8 @@ static void io_health(struct plumb_module *m, struct module_health *h)
 	static const char *const reasons[IO_LOST_REASONS] = { "stats_map_full",
 							       "ringbuf_full" };
 	uint64_t lost[IO_LOST_REASONS] = { 0 };
+	struct cgroup_cache_stats cg;
+	struct mount_cache_stats mnt;
 	__u64 *percpu = calloc(s->ncpus, sizeof(__u64));
 	int fd = bpf_map__fd(s->skel->maps.io_lost);
 
@@ -546,6 +551,20 @@ static void io_health(struct plumb_module *m, struct module_health *h)
 	h->lost[h->nlost++].count = s->unresolved_paths;
 	h->lost[h->nlost].reason = "entries_full";
 	h->lost[h->nlost++].count = s->entries_full;
+
+	cgroup_cache_stats(s->cgroups, &cg);
+	mount_cache_stats(s->mounts, &mnt);
+	h->maps[h->nmaps].name = "cgroup_cache";
+	h->maps[h->nmaps].entries = cg.entries;
+	h->maps[h->nmaps++].capacity = cg.capacity;
+	h->maps[h->nmaps].name = "mount_namespaces";
+	h->maps[h->nmaps].entries = mnt.namespaces;
+	h->maps[h->nmaps++].capacity = mnt.capacity;
+	/* cgroups left out of the cache when the tree had more than its capacity (per rescan) */
+	h->lost[h->nlost].reason = "cgroup_cache_full";
+	h->lost[h->nlost++].count = cg.evictions;
+	h->lost[h->nlost].reason = "mount_namespaces_full";
+	h->lost[h->nlost++].count = mnt.namespaces_dropped;
 	h->obj = s->skel->obj;
 }
 
