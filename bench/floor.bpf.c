@@ -9,16 +9,16 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-#define EMPTY(name)                                                                           \
-	SEC("tracepoint/syscalls/sys_enter_" #name)                                           \
-	int enter_##name(void *ctx)                                                           \
-	{                                                                                     \
-		return 0;                                                                     \
-	}                                                                                     \
-	SEC("tracepoint/syscalls/sys_exit_" #name)                                            \
-	int exit_##name(void *ctx)                                                            \
-	{                                                                                     \
-		return 0;                                                                     \
+#define EMPTY(name)                                 \
+	SEC("tracepoint/syscalls/sys_enter_" #name) \
+	int enter_##name(void *ctx)                 \
+	{                                           \
+		return 0;                           \
+	}                                           \
+	SEC("tracepoint/syscalls/sys_exit_" #name)  \
+	int exit_##name(void *ctx)                  \
+	{                                           \
+		return 0;                           \
 	}
 
 EMPTY(read)

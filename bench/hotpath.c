@@ -102,7 +102,7 @@ static int subject_load(struct subject *sub, int floor, int latency, unsigned in
 		obj = sub->io->obj;
 	}
 	if (!latency)
-		bpf_object__for_each_program(p, obj)
+		bpf_object__for_each_program (p, obj)
 			if (!strncmp(bpf_program__name(p), "enter_", 6))
 				bpf_program__set_autoload(p, false);
 	return floor ? floor_bpf__load(sub->floor) : io_bpf__load(sub->io);

@@ -27,13 +27,12 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile bool latency_enabled = true;
 /* Time one call in this many (a power of two), chosen at random per call. */
 const volatile __u32 latency_sample_period = 1;
-const volatile __u32 stats_capacity = 4096;
 
-#define S_IFMT	 00170000
-#define S_IFREG	 0100000
-#define S_IFDIR	 0040000
-#define S_IFBLK	 0060000
-#define AT_FDCWD -100
+#define S_IFMT	     00170000
+#define S_IFREG	     0100000
+#define S_IFDIR	     0040000
+#define S_IFBLK	     0060000
+#define AT_FDCWD     -100
 #define AT_REMOVEDIR 0x200
 /* include/linux/fs.h: set by do_open() when O_CREAT created the file (since v4.19, 73a09dd94e). */
 #define FMODE_CREATED 0x100000
@@ -43,7 +42,7 @@ const volatile __u32 stats_capacity = 4096;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 4096); /* resized from stats_capacity before load */
+	__uint(max_entries, 4096); /* resized to --io-capacity before load */
 	__type(key, struct io_key);
 	__type(value, struct io_stats);
 } io_stats SEC(".maps");
@@ -390,16 +389,16 @@ static __always_inline struct pt_regs *current_regs(void)
 	return (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 }
 
-#define RW_PROGS(name, dir)                                                                   \
-	SEC("tracepoint/syscalls/sys_enter_" #name)                                           \
-	int enter_##name(struct syscall_enter_ctx *ctx)                                       \
-	{                                                                                     \
-		return rw_enter(ctx);                                                         \
-	}                                                                                     \
-	SEC("tracepoint/syscalls/sys_exit_" #name)                                            \
-	int exit_##name(struct syscall_exit_ctx *ctx)                                         \
-	{                                                                                     \
-		return rw_exit(ctx, dir);                                                     \
+#define RW_PROGS(name, dir)                             \
+	SEC("tracepoint/syscalls/sys_enter_" #name)     \
+	int enter_##name(struct syscall_enter_ctx *ctx) \
+	{                                               \
+		return rw_enter(ctx);                   \
+	}                                               \
+	SEC("tracepoint/syscalls/sys_exit_" #name)      \
+	int exit_##name(struct syscall_exit_ctx *ctx)   \
+	{                                               \
+		return rw_exit(ctx, dir);               \
 	}
 
 RW_PROGS(read, IO_READ)
@@ -444,8 +443,7 @@ int exit_openat2(struct syscall_exit_ctx *ctx)
 SEC("tracepoint/syscalls/sys_exit_mkdir")
 int exit_mkdir(struct syscall_exit_ctx *ctx)
 {
-	return path_op(AT_FDCWD, (const char *)SYSCALL_ARG1(current_regs()), IO_OP_MKDIR,
-		       ctx->ret);
+	return path_op(AT_FDCWD, (const char *)SYSCALL_ARG1(current_regs()), IO_OP_MKDIR, ctx->ret);
 }
 
 SEC("tracepoint/syscalls/sys_exit_mkdirat")
@@ -476,6 +474,5 @@ int exit_unlinkat(struct syscall_exit_ctx *ctx)
 SEC("tracepoint/syscalls/sys_exit_rmdir")
 int exit_rmdir(struct syscall_exit_ctx *ctx)
 {
-	return path_op(AT_FDCWD, (const char *)SYSCALL_ARG1(current_regs()), IO_OP_RMDIR,
-		       ctx->ret);
+	return path_op(AT_FDCWD, (const char *)SYSCALL_ARG1(current_regs()), IO_OP_RMDIR, ctx->ret);
 }

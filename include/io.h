@@ -30,7 +30,7 @@ enum io_op {
 /* Reasons an event was not counted; index of the io_lost per-CPU array. */
 enum io_lost_reason {
 	IO_LOST_STATS_MAP_FULL = 0, /* io_stats had no room for a new (cgroup, mount) */
-	IO_LOST_PATH_RINGBUF_FULL,  /* a path operation's event found the ring buffer full */
+	IO_LOST_PATH_RINGBUF_FULL, /* a path operation's event found the ring buffer full */
 	IO_LOST_REASONS,
 };
 
@@ -54,17 +54,17 @@ struct io_stats {
  * A path operation (mkdir, unlink, rmdir) whose path crosses directories: BPF cannot walk the
  * path, so it sends the path and where the lookup started, and user space finds the mount.
  */
-#define IO_PATH_MAX	 256
-#define IO_DENTRY_DEPTH	 16
-#define IO_DENTRY_NAME	 64
+#define IO_PATH_MAX	256
+#define IO_DENTRY_DEPTH 16
+#define IO_DENTRY_NAME	64
 
 struct io_path_event {
 	__u64 cgroup_id;
-	__u32 mntns_inum;   /* mount namespace of the caller */
+	__u32 mntns_inum; /* mount namespace of the caller */
 	__u32 start_mnt_id; /* mount where the lookup started (root for absolute paths) */
-	__u32 op;	    /* enum io_op */
+	__u32 op; /* enum io_op */
 	__s32 ret;
-	__u32 depth;	    /* components of start_names used; > IO_DENTRY_DEPTH: truncated */
+	__u32 depth; /* components of start_names used; > IO_DENTRY_DEPTH: truncated */
 	__u32 pad;
 	char path[IO_PATH_MAX];
 	/*

@@ -36,7 +36,7 @@ static void on_signal(int sig)
 
 struct agent {
 	pthread_mutex_t lock; /* modules' state: ticks and scrapes take turns */
-	uint32_t requested;   /* bit i: plumb_modules[i] */
+	uint32_t requested; /* bit i: plumb_modules[i] */
 };
 
 static double now_s(void)
@@ -71,16 +71,17 @@ static void write_program_stats(struct prom_writer *w, struct module_health *hea
 	/* two families, each over every program of every module */
 	for (pass = 0; pass < 2; pass++) {
 		if (pass == 0)
-			prom_family(w, "plumb_bpf_program_run_seconds_total", PROM_COUNTER,
-				    "Time the module's BPF programs ran (kernel.bpf_stats_enabled).");
+			prom_family(
+				w, "plumb_bpf_program_run_seconds_total", PROM_COUNTER,
+				"Time the module's BPF programs ran (kernel.bpf_stats_enabled).");
 		else
-			prom_family(w, "plumb_bpf_program_runs_total", PROM_COUNTER,
-				    "Runs of the module's BPF programs (kernel.bpf_stats_enabled).");
+			prom_family(
+				w, "plumb_bpf_program_runs_total", PROM_COUNTER,
+				"Runs of the module's BPF programs (kernel.bpf_stats_enabled).");
 		for (size_t i = 0; i < plumb_module_count; i++) {
 			if (!plumb_modules[i]->up || !health[i].obj)
 				continue;
-			bpf_object__for_each_program(prog, health[i].obj)
-			{
+			bpf_object__for_each_program (prog, health[i].obj) {
 				if (bpf_program__fd(prog) < 0)
 					continue;
 				memset(&info, 0, sizeof(info));
@@ -224,7 +225,8 @@ int agent_run(const struct agent_options *o)
 	struct http_server *http = NULL;
 	int ret = 0;
 
-	if (privileges_check("plumb agent") || tracefs_ensure() || agent_config(&cfg, cgroup_root, sizeof(cgroup_root)))
+	if (privileges_check("plumb agent") || tracefs_ensure() ||
+	    agent_config(&cfg, cgroup_root, sizeof(cgroup_root)))
 		return 1;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);

@@ -147,8 +147,8 @@ static int next_opt(int argc, char **argv, const struct option *opts, const char
 		/* glibc sets optopt to the option's value when a long option that takes none is
 		 * given one ("--check=yes"); print what the user typed instead */
 		if (!strncmp(arg, "--", 2) && optopt)
-			snprintf(err, errlen, "option '%.*s' takes no value", (int)strcspn(arg, "="),
-				 arg);
+			snprintf(err, errlen, "option '%.*s' takes no value",
+				 (int)strcspn(arg, "="), arg);
 		else if (optopt)
 			snprintf(err, errlen, "unknown option '-%c'", optopt);
 		else
@@ -212,7 +212,8 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 			break;
 		case OPT_GRACE:
 			if (cli_parse_duration_ms(optarg, &ms)) {
-				snprintf(err, errlen, "--cgroup-grace: '%s' is not a duration", optarg);
+				snprintf(err, errlen, "--cgroup-grace: '%s' is not a duration",
+					 optarg);
 				return CLI_ERROR;
 			}
 			o->grace_s = ms / 1000;
@@ -242,8 +243,7 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 	return CLI_OK;
 }
 
-enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *err,
-			     size_t errlen)
+enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *err, size_t errlen)
 {
 	static const struct option opts[] = {
 		{ "interval", required_argument, NULL, 'i' },

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PLUMB_DEFAULT_ADDR "127.0.0.1"
-#define PLUMB_DEFAULT_PORT 9977
+#define PLUMB_DEFAULT_ADDR	     "127.0.0.1"
+#define PLUMB_DEFAULT_PORT	     9977
 #define PLUMB_DEFAULT_LATENCY_SAMPLE 16
 
 struct agent_options {
@@ -35,7 +35,7 @@ struct io_options {
 
 enum cli_result {
 	CLI_OK = 0,
-	CLI_HELP = 1,	/* --help: print usage to stdout, exit 0 */
+	CLI_HELP = 1, /* --help: print usage to stdout, exit 0 */
 	CLI_ERROR = -1, /* err says why: print it and usage to stderr, exit 2 */
 };
 
@@ -44,7 +44,6 @@ int cli_parse_listen(const char *s, char *addr, size_t addrlen, uint16_t *port);
 int cli_parse_modules(const char *s, uint32_t *mask, char *err, size_t errlen);
 enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, char *err,
 				size_t errlen);
-enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *err,
-			     size_t errlen);
+enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *err, size_t errlen);
 
 #endif

@@ -196,7 +196,8 @@ int io_view_run(const struct io_options *o)
 	double t0, t1;
 	long shown = 0;
 
-	if (privileges_check("plumb io") || tracefs_ensure() || agent_config(&cfg, cgroup_root, sizeof(cgroup_root)))
+	if (privileges_check("plumb io") || tracefs_ensure() ||
+	    agent_config(&cfg, cgroup_root, sizeof(cgroup_root)))
 		return 1;
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);

@@ -27,7 +27,8 @@ static void agent_usage(FILE *out)
 		"  -m, --modules LIST       comma-separated modules to load (default: all)\n"
 		"      --check              load the modules, print what is available, exit\n"
 		"      --cgroup-grace DUR   keep a removed cgroup's counts this long (default 5m)\n"
-		"      --io-capacity N      (cgroup, mount) pairs the io module keeps (default 4096)\n"
+		"      --io-capacity N      (cgroup, mount) pairs the io module keeps (default "
+		"4096)\n"
 		"      --io-latency-sample N  time one read/write call in N, at random (a power\n"
 		"                           of two; default %u; 1 times every call)\n"
 		"      --no-io-latency      no latency histogram: no sys_enter programs at all\n"
@@ -62,7 +63,8 @@ static void io_usage(FILE *out)
 		"Examples:\n"
 		"  plumb io\n"
 		"  plumb io --interval 2s --count 5\n"
-		"  plumb io --json --count 1 | jq '.rows[] | {workload, mount, write_bytes_per_second}'\n",
+		"  plumb io --json --count 1 | jq '.rows[] | {workload, mount, "
+		"write_bytes_per_second}'\n",
 		PLUMB_DEFAULT_LATENCY_SAMPLE);
 }
 

@@ -11,10 +11,10 @@ struct prom_writer;
 struct bpf_object;
 
 struct plumb_config {
-	const char *cgroup_root;     /* cgroup2 mount point, found in /proc/self/mountinfo */
+	const char *cgroup_root; /* cgroup2 mount point, found in /proc/self/mountinfo */
 	unsigned int cgroup_grace_s; /* how long a removed cgroup's counts stay exported */
-	unsigned int io_capacity;    /* (cgroup, mount) pairs the io module keeps */
-	bool io_latency;	     /* enter timestamps for the latency histogram */
+	unsigned int io_capacity; /* (cgroup, mount) pairs the io module keeps */
+	bool io_latency; /* enter timestamps for the latency histogram */
 	unsigned int io_latency_sample; /* time one call in this many (a power of two) */
 };
 

@@ -42,9 +42,8 @@ int privileges_check(const char *who)
 			missing = "CAP_PERFMON";
 	}
 	if (missing) {
-		fprintf(stderr,
-			"%s: missing %s (or CAP_SYS_ADMIN): run as root, e.g. with sudo\n", who,
-			missing);
+		fprintf(stderr, "%s: missing %s (or CAP_SYS_ADMIN): run as root, e.g. with sudo\n",
+			who, missing);
 		return -1;
 	}
 	if (access("/sys/kernel/btf/vmlinux", R_OK)) {

@@ -36,9 +36,8 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status,
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
 
-	resp = MHD_create_response_from_buffer(len, body,
-					       owned ? MHD_RESPMEM_MUST_FREE :
-						       MHD_RESPMEM_PERSISTENT);
+	resp = MHD_create_response_from_buffer(
+		len, body, owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
 	if (!resp) {
 		if (owned)
 			free(body);

@@ -34,15 +34,15 @@ const char *const io_dir_names[IO_DIRS] = { "read", "write" };
  * series, and the named one would start at its full value (Prometheus would see no increase).
  */
 #define IO_UNRESOLVED_HOLD_MS 5000
-#define IO_MOUNT_NAMESPACES  256
+#define IO_MOUNT_NAMESPACES   256
 
 /* What user space knows of one (cgroup id, mount id) key. */
 struct io_entry {
 	struct io_key key;
 	struct io_stats kernel; /* the BPF map's counts, summed over CPUs, at the last read */
-	struct io_stats user;	/* path operations placed by user space */
-	char cgroup[256];	/* "" until resolved */
-	char mount[256];	/* "" until resolved */
+	struct io_stats user; /* path operations placed by user space */
+	char cgroup[256]; /* "" until resolved */
+	char mount[256]; /* "" until resolved */
 	char fstype[32];
 	uint64_t gone_since_ms; /* when its cgroup was first seen removed; 0 while it exists */
 	uint64_t first_seen_ms;
@@ -195,8 +195,8 @@ static int handle_path_event(void *ctx, void *data, size_t size)
 
 	if (size < offsetof(struct io_path_event, start_names) || e->op >= IO_OPS ||
 	    size < offsetof(struct io_path_event, start_names) +
-			   (e->depth < IO_DENTRY_DEPTH ? e->depth : IO_DENTRY_DEPTH) *
-				   IO_DENTRY_NAME)
+			    (e->depth < IO_DENTRY_DEPTH ? e->depth : IO_DENTRY_DEPTH) *
+				    IO_DENTRY_NAME)
 		return 0;
 	key.mnt_id = place_path_event(s, e);
 	entry = entry_get(s, &key);
@@ -521,8 +521,7 @@ static int io_collect(struct plumb_module *m, struct prom_writer *w)
 static void io_health(struct plumb_module *m, struct module_health *h)
 {
 	struct io_state *s = m->priv;
-	static const char *const reasons[IO_LOST_REASONS] = { "stats_map_full",
-							       "ringbuf_full" };
+	static const char *const reasons[IO_LOST_REASONS] = { "stats_map_full", "ringbuf_full" };
 	uint64_t lost[IO_LOST_REASONS] = { 0 };
 	struct cgroup_cache_stats cg;
 	struct mount_cache_stats mnt;
@@ -643,10 +642,9 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 	}
 	s->skel->rodata->latency_enabled = cfg->io_latency;
 	s->skel->rodata->latency_sample_period = cfg->io_latency_sample;
-	s->skel->rodata->stats_capacity = s->capacity;
 	bpf_map__set_max_entries(s->skel->maps.io_stats, s->capacity);
 	if (!cfg->io_latency)
-		bpf_object__for_each_program(prog, s->skel->obj)
+		bpf_object__for_each_program (prog, s->skel->obj)
 			if (!strncmp(bpf_program__name(prog), "enter_", 6))
 				bpf_program__set_autoload(prog, false);
 
@@ -668,12 +666,11 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 			 strerror(-err));
 		goto out_unload;
 	}
-	s->events = ring_buffer__new(bpf_map__fd(s->skel->maps.io_path_events),
-				     handle_path_event, s, NULL);
+	s->events = ring_buffer__new(bpf_map__fd(s->skel->maps.io_path_events), handle_path_event,
+				     s, NULL);
 	if (!s->events) {
 		err = -errno;
-		snprintf(m->error, sizeof(m->error), "cannot open ring buffer: %s",
-			 strerror(-err));
+		snprintf(m->error, sizeof(m->error), "cannot open ring buffer: %s", strerror(-err));
 		goto out_unload;
 	}
 	return 0;
