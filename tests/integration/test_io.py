@@ -170,6 +170,48 @@ def test_map_full_counted(world, agent, cleanup):
     small.stop()
 
 
+def test_workload_labels(world, agent, cleanup):
+    """The agent names workloads from real cgroup paths (SLURM v2, Kubernetes systemd driver)."""
+    pid = os.getpid()
+    uid = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+    cases = (
+        (f"plumb-it-{pid}/system.slice/slurmstepd.scope/job_211/step_0/user/task_0",
+         "slurm/211"),
+        (f"plumb-it-{pid}/kubepods.slice/kubepods-burstable.slice/"
+         f"kubepods-burstable-pod{uid.replace('-', '_')}.slice/cri-containerd-{'ab' * 32}.scope",
+         f"k8s/{uid}"),
+    )
+    for rel, workload in cases:
+        cg, label = make_cgroup(cleanup, rel)
+        iowork(cg, f"write:{world.tmpfs}/wl-{workload.replace('/', '-')}:1000:1000")
+        m = settle(agent, lambda m: value(m, "plumb_io_write_bytes_total", cgroup=label,
+                                          mount=world.tmpfs) == 1000)
+        got = select(m, "plumb_io_write_bytes_total", cgroup=label, mount=world.tmpfs)
+        assert got, f"no series for {label}"
+        labels = dict(next(iter(got)))
+        assert labels["workload"] == workload, f"{label}: workload {labels['workload']}"
+
+
+def test_mount_namespace(world, agent, cleanup):
+    """A mount that only another mount namespace has is named as that namespace sees it."""
+    cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/mntns")
+    private = os.path.join(world.base, "private")
+    os.mkdir(private)
+    cleanup.add(os.rmdir, private)
+    # the tmpfs exists only inside the new namespace; the workload stays alive for 2 s so the
+    # agent can read that namespace's mountinfo (a namespace that is gone cannot be named)
+    r = sh("unshare", "--mount", "--propagation", "private", "sh", "-c",
+           f"mount -t tmpfs plumbns {private} && exec {IOWORK} --cgroup {cg} "
+           f"write:{private}/f:7777:1111 sleep:2000", check=False)
+    assert r.returncode == 0, r.stderr
+    assert not sh("findmnt", private, check=False).stdout, "the private mount leaked to the host"
+    m = settle(agent, lambda m: value(m, "plumb_io_write_bytes_total", cgroup=label,
+                                      mount=private) == 7777)
+    assert value(m, "plumb_io_write_bytes_total", cgroup=label, mount=private,
+                 fstype="tmpfs") == 7777, select(m, "plumb_io_write_bytes_total", cgroup=label)
+    assert value(m, "plumb_io_write_calls_total", cgroup=label, mount=private) == 7
+
+
 def test_errors(world, agent, cleanup):
     """EBADF, EFAULT and ENOENT are counted, on the right mount."""
     cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/errors")
@@ -378,6 +420,8 @@ def main():
         agent = Agent(cleanup, "--cgroup-grace", "3s", "--io-latency-sample", "1")
         for name, fn in (("io: exact bytes and calls per cgroup and mount", test_rw_exact),
                          ("io: errors counted on the right mount", test_errors),
+                         ("io: workload names from real cgroup layouts", test_workload_labels),
+                         ("io: a mount only another namespace sees", test_mount_namespace),
                          ("io: latency sampling", test_latency_sampling),
                          ("io: a full map counts what it loses", test_map_full_counted),
                          ("io: path operations on the mount they touched", test_path_ops),
