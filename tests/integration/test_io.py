@@ -318,16 +318,21 @@ def test_http_robustness(world, agent, cleanup):
     assert agent.get("/nope")[0] == 404
     assert agent.get("/metrics", method="POST")[0] == 405
     assert agent.get("/metrics", method="DELETE")[0] == 405
-    for raw in (b"GARBAGE\r\n\r\n", b"GET /metrics HTTP/9.9\r\n\r\n",
-                b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100000 + b"\r\n\r\n"):
+    big = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100000 + b"\r\n\r\n"
+    for raw, want in ((b"GARBAGE / HTTP/1.1\r\nHost: x\r\n\r\n", b"405"),
+                      (b"GET /metrics HTTP/9.9\r\nHost: x\r\n\r\n", b"505"),
+                      (big, b"431"),
+                      (b"GET /%zz HTTP/1.1\r\nHost: x\r\n\r\n", b"404"),
+                      # a request line libmicrohttpd cannot parse: it closes, answering nothing
+                      (b"GARBAGE\r\n\r\n", b"")):
         with socket.create_connection(("127.0.0.1", agent.port), timeout=5) as s:
             try:
                 s.sendall(raw)
                 reply = s.recv(200)
             except (ConnectionResetError, BrokenPipeError):
-                reply = b"HTTP/1.1 400 (connection reset)"
-        assert reply.split(b" ")[1][:1] in (b"4", b"5") if reply else True, reply
-        assert not reply.startswith(b"HTTP/1.1 2"), reply
+                reply = b""
+        got = reply.split(b" ")[1] if reply else b""
+        assert got == want, f"{raw[:40]!r}: want {want!r}, got {reply[:60]!r}"
     assert agent.get("/healthz")[0] == 200, "agent stopped serving"
 
 
