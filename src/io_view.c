@@ -205,6 +205,7 @@ int io_view_run(const struct io_options *o)
 		pr_warn("io: %s\n", io_module.error);
 		return 1;
 	}
+	pr_info("io: attached; first report in %.1fs\n", o->interval_ms / 1000.0);
 	t0 = now_s();
 	while (!exiting && (!o->count || shown < o->count)) {
 		usleep(o->interval_ms * 1000);

@@ -55,7 +55,7 @@ static void io_usage(FILE *out)
 		"  -j, --json           one JSON object per interval instead of a table\n"
 		"      --io-latency-sample N  time one call in N for p50/p99 (default %u)\n"
 		"      --no-io-latency  no latency histogram (p50/p99 shown as -)\n"
-		"  -v, --verbose        more log output\n"
+		"  -v, --verbose        say when the programs are attached (twice: libbpf's log)\n"
 		"  -h, --help           this help\n"
 		"\n"
 		"On a terminal the table refreshes in place; otherwise each interval is appended.\n"
@@ -108,7 +108,7 @@ static int run_io(int argc, char **argv)
 	case CLI_OK:
 		break;
 	}
-	log_level = o.verbose ? LOG_DEBUG : LOG_WARN;
+	log_level = o.verbose > 1 ? LOG_DEBUG : o.verbose ? LOG_INFO : LOG_WARN;
 	log_setup_libbpf();
 	return io_view_run(&o);
 }

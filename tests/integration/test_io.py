@@ -278,11 +278,17 @@ def test_cgroup_grace(world, agent, cleanup):
 def test_io_view_json(world, agent, cleanup):
     """`plumb io --json` reports the interval's bytes and calls per workload and mount."""
     cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/view")
-    view = subprocess.Popen([PLUMB, "io", "--json", "--interval", "3s", "--count", "1"],
+    view = subprocess.Popen([PLUMB, "io", "-v", "--json", "--interval", "3s", "--count", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1)  # the view's programs are attached well before this
+    # -v says when the programs are attached (slow kernels take seconds to attach)
+    err = ""
+    while "attached" not in err:
+        line = view.stderr.readline()
+        assert line, f"plumb io exited before attaching: {err}"
+        err += line
     iowork(cg, f"write:{world.ext4}/view:500000:5000")
-    out, err = view.communicate(timeout=20)
+    out, rest = view.communicate(timeout=20)
+    err += rest
     assert view.returncode == 0, f"plumb io exited {view.returncode}: {err}"
     import json
     obj = json.loads(out.strip().splitlines()[-1])
