@@ -30,19 +30,17 @@ struct http_server {
 	void *ctx;
 };
 
+/* body is copied, unless persistent (a string literal) */
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status,
-			     const char *content_type, char *body, size_t len, int owned)
+			     const char *content_type, const char *body, size_t len, int persistent)
 {
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
 
 	resp = MHD_create_response_from_buffer(
-		len, body, owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-	if (!resp) {
-		if (owned)
-			free(body);
+		len, (void *)body, persistent ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_COPY);
+	if (!resp)
 		return MHD_NO;
-	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
@@ -54,7 +52,7 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status,
 static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned int status,
 				  const char *text)
 {
-	return reply(conn, status, "text/plain; charset=utf-8", (char *)text, strlen(text), 0);
+	return reply(conn, status, "text/plain; charset=utf-8", text, strlen(text), 1);
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
@@ -64,6 +62,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 	struct http_server *srv = cls;
 	struct prom_writer w;
 	static int first_call;
+	enum MHD_Result ret;
 
 	(void)version;
 	(void)upload_data;
@@ -92,9 +91,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 		prom_free(&w);
 		return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "metrics failed\n");
 	}
-	/* the writer's buffer is handed to MHD, which frees it */
-	return reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", w.buf, w.len,
-		     1);
+	ret = reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", w.buf, w.len, 0);
+	prom_free(&w);
+	return ret;
 }
 
 static int listen_socket(const char *addr, uint16_t port, char *err, size_t errlen)
