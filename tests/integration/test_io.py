@@ -319,6 +319,21 @@ def test_exposition(world, agent, cleanup):
     assert value(m, "plumb_map_entries", module="io", map="io_stats") > 0
 
 
+def test_memory_bounded(world, agent, cleanup):
+    """Scrapes do not grow the agent's memory (a 4 KiB leak per scrape once did)."""
+    def rss_kib():
+        with open(f"/proc/{agent.proc.pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    for _ in range(50):
+        agent.get("/metrics")
+    before = rss_kib()
+    for _ in range(600):
+        agent.get("/metrics")
+    grown = rss_kib() - before
+    # 600 scrapes of a 4 KiB leak would be 2.4 MiB
+    assert grown < 1024, f"RSS grew {grown} KiB over 600 scrapes"
+
+
 def test_http_robustness(world, agent, cleanup):
     """Unknown paths 404, other methods 405, malformed requests 4xx; the agent keeps serving."""
     assert agent.get("/nope")[0] == 404
@@ -440,6 +455,7 @@ def main():
                          ("io: plumb io --json", test_io_view_json),
                          ("agent: exposition and self-metrics", test_exposition),
                          ("agent: HTTP robustness", test_http_robustness),
+                         ("agent: memory bounded over scrapes", test_memory_bounded),
                          ("cli: errors and exit codes", test_cli_errors),
                          ("agent: a module that cannot attach", test_module_failure),
                          ("agent: BPF program statistics", test_bpf_stats),
