@@ -7,6 +7,10 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +28,8 @@ struct mount_ns {
 struct mount_cache {
 	struct mount_ns *ns; /* ns[0] is the agent's own namespace */
 	size_t nns, max_ns;
+	int self_fd; /* /proc/self/mountinfo, polled for changes of the host's mounts */
+	bool stale; /* the tables may be out of date: rescan at the next chance */
 	unsigned int min_rescan_ms;
 	uint64_t last_scan_ms;
 	uint64_t rescans, dropped;
@@ -110,6 +116,24 @@ static int may_rescan(const struct mount_cache *c)
 	return c->rescans == 0 || now_ms() - c->last_scan_ms >= c->min_rescan_ms;
 }
 
+/*
+ * A mount or umount in the agent's namespace makes its mountinfo poll with POLLPRI (and the
+ * poll itself clears it). Mount ids are reused and a path event is placed by the mount
+ * points of its namespace, so tables are rebuilt after any change: on a host, volume mounts
+ * for containers are made in this namespace and propagate to theirs.
+ */
+static void check_changes(struct mount_cache *c)
+{
+	struct pollfd p = { .fd = c->self_fd, .events = POLLPRI };
+
+	if (c->self_fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & (POLLPRI | POLLERR)))
+		c->stale = true;
+	if (c->stale && may_rescan(c)) {
+		rescan(c);
+		c->stale = false;
+	}
+}
+
 struct mount_cache *mount_cache_new(size_t max_ns, unsigned int min_rescan_ms)
 {
 	struct mount_cache *c = calloc(1, sizeof(*c));
@@ -123,6 +147,7 @@ struct mount_cache *mount_cache_new(size_t max_ns, unsigned int min_rescan_ms)
 	}
 	c->max_ns = max_ns ? max_ns : 1;
 	c->min_rescan_ms = min_rescan_ms;
+	c->self_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
 	return c;
 }
 
@@ -131,6 +156,8 @@ void mount_cache_free(struct mount_cache *c)
 	if (!c)
 		return;
 	clear_namespaces(c);
+	if (c->self_fd >= 0)
+		close(c->self_fd);
 	free(c->ns);
 	free(c);
 }
@@ -149,7 +176,10 @@ static const struct mount_entry *find_any(const struct mount_cache *c, uint32_t 
 
 const struct mount_entry *mount_cache_lookup(struct mount_cache *c, uint32_t mnt_id)
 {
-	const struct mount_entry *e = find_any(c, mnt_id);
+	const struct mount_entry *e;
+
+	check_changes(c);
+	e = find_any(c, mnt_id);
 
 	if (!e && may_rescan(c)) {
 		rescan(c);
@@ -160,6 +190,7 @@ const struct mount_entry *mount_cache_lookup(struct mount_cache *c, uint32_t mnt
 
 const struct mount_table *mount_cache_namespace(struct mount_cache *c, uint32_t mntns_inum)
 {
+	check_changes(c);
 	for (int pass = 0; pass < 2; pass++) {
 		for (size_t i = 0; i < c->nns; i++)
 			if (c->ns[i].inum == mntns_inum)

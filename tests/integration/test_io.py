@@ -258,6 +258,21 @@ def test_path_ops(world, agent, cleanup):
     exp.check(m, world.fstypes)
 
 
+def test_new_mount(world, agent, cleanup):
+    """Path operations on a mount made after the agent started land on it at once."""
+    cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/newmount")
+    fresh = os.path.join(world.base, "fresh")
+    mount_tmpfs(cleanup, fresh, size_mb=8)
+    iowork(cg, f"mkdir:{fresh}/a", f"mkdir:{fresh}/a/b", f"rmdir:{fresh}/a/b")
+    exp = Expect()
+    exp.add(label, fresh, "op_mkdir", 2)
+    exp.add(label, fresh, "op_rmdir", 1)
+    fst = dict(world.fstypes)
+    fst[fresh] = "tmpfs"
+    m = settle(agent, lambda m: check_ok(exp, m, fst))
+    exp.check(m, fst)
+
+
 def test_cgroup_grace(world, agent, cleanup):
     """A removed cgroup keeps its counts for the grace period, then disappears."""
     cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/gone")
@@ -451,6 +466,7 @@ def main():
                          ("io: latency sampling", test_latency_sampling),
                          ("io: a full map counts what it loses", test_map_full_counted),
                          ("io: path operations on the mount they touched", test_path_ops),
+                         ("io: a mount made after the agent started", test_new_mount),
                          ("io: removed cgroup kept for the grace period", test_cgroup_grace),
                          ("io: plumb io --json", test_io_view_json),
                          ("agent: exposition and self-metrics", test_exposition),
