@@ -10,7 +10,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 PKGS="make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
-libmicrohttpd-dev libcmocka-dev prometheus fio curl e2fsprogs util-linux iproute2
+libmicrohttpd-dev libcmocka-dev prometheus fio curl e2fsprogs util-linux bsdutils mount iproute2
 openmpi-bin libopenmpi-dev python3 procps"
 
 missing=""

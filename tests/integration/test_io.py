@@ -317,6 +317,15 @@ def test_io_view_json(world, agent, cleanup):
     assert abs(rate * secs - 500000) <= 0.0005 * rate + 0.05 * secs, r
 
 
+def test_io_view_table(world, agent, cleanup):
+    """plumb io redraws in place on a terminal and appends when piped."""
+    tty = sh("script", "-qfc", f"{PLUMB} io --interval 500ms --count 2", "/dev/null").stdout
+    assert tty.count("\033[H\033[2J") == 2, "no in-place redraw on a terminal"
+    piped = sh(PLUMB, "io", "--interval", "500ms", "--count", "2").stdout
+    assert "\033[" not in piped, "escape codes when not on a terminal"
+    assert piped.count("WORKLOAD") == 2 and "R_P99" in piped, piped
+
+
 def test_exposition(world, agent, cleanup):
     """/metrics is valid text format 0.0.4 (promtool) with the self-metrics."""
     status, headers, body = agent.get("/metrics")
@@ -469,6 +478,7 @@ def main():
                          ("io: a mount made after the agent started", test_new_mount),
                          ("io: removed cgroup kept for the grace period", test_cgroup_grace),
                          ("io: plumb io --json", test_io_view_json),
+                         ("io: plumb io table on a terminal and piped", test_io_view_table),
                          ("agent: exposition and self-metrics", test_exposition),
                          ("agent: HTTP robustness", test_http_robustness),
                          ("agent: memory bounded over scrapes", test_memory_bounded),
