@@ -49,7 +49,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libplumb.a
 
 # the integration tests' workload: static, so no dynamic loader reads the tested mounts
 $(BUILD)/iowork: tests/integration/iowork.c | $(BUILD)
-	$(CC) -O2 -static -Wall -Wextra -Werror $< -o $@
+	$(CC) -O2 -static -pthread -Wall -Wextra -Werror $< -o $@
 
 $(BUILD):
 	mkdir -p $@

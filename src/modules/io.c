@@ -34,7 +34,9 @@ const char *const io_dir_names[IO_DIRS] = { "read", "write" };
  * series, and the named one would start at its full value (Prometheus would see no increase).
  */
 #define IO_UNRESOLVED_HOLD_MS 5000
-#define IO_MOUNT_NAMESPACES   256
+/* How often removed cgroups are looked for: a stat per cgroup; the grace period is in seconds */
+#define IO_EXPIRY_CHECK_MS  1000
+#define IO_MOUNT_NAMESPACES 256
 
 /* What user space knows of one (cgroup id, mount id) key. */
 struct io_entry {
@@ -60,6 +62,7 @@ struct io_state {
 	unsigned int grace_s;
 	uint32_t capacity;
 	uint64_t in_map; /* keys in the kernel map at the last read */
+	uint64_t last_expiry_ms;
 	uint64_t unresolved_paths, entries_full, expired;
 };
 
@@ -268,9 +271,9 @@ static void resolve_entry(struct io_state *s, struct io_entry *e)
 }
 
 /* Remove a cgroup's entries grace_s after the cgroup itself is gone. */
-static int expire_entry(struct io_state *s, struct io_entry *e, uint64_t now_ms)
+static int expire_entry(struct io_state *s, struct io_entry *e, int cgroup_exists, uint64_t now_ms)
 {
-	if (cgroup_cache_exists(s->cgroups, e->key.cgroup_id)) {
+	if (cgroup_exists) {
 		e->gone_since_ms = 0;
 		return 0;
 	}
@@ -313,7 +316,8 @@ static int io_tick(struct plumb_module *m)
 {
 	struct io_state *s = m->priv;
 	struct io_entry **list;
-	uint64_t now = monotonic_ms();
+	uint64_t now = monotonic_ms(), last_id = 0;
+	int check = now - s->last_expiry_ms >= IO_EXPIRY_CHECK_MS, exists = 1;
 	size_t n;
 
 	ring_buffer__consume(s->events);
@@ -321,9 +325,17 @@ static int io_tick(struct plumb_module *m)
 	list = entry_list(s, &n);
 	if (!list)
 		return -ENOMEM;
+	if (check)
+		s->last_expiry_ms = now;
 	for (size_t i = 0; i < n; i++) {
 		resolve_entry(s, list[i]);
-		if (expire_entry(s, list[i], now)) {
+		if (!check)
+			continue;
+		/* the list is sorted by cgroup id: one stat per cgroup, not per (cgroup, mount) */
+		if (i == 0 || list[i]->key.cgroup_id != last_id)
+			exists = cgroup_cache_exists(s->cgroups, list[i]->key.cgroup_id);
+		last_id = list[i]->key.cgroup_id;
+		if (expire_entry(s, list[i], exists, now)) {
 			tdelete(list[i], &s->entries, key_cmp);
 			free(list[i]);
 			s->nentries--;

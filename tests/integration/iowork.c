@@ -20,6 +20,8 @@
  *   enoent:PATH:N            open() of PATH, which must not exist, N times (ENOENT)
  *   mkdir:PATH  rmdir:PATH  unlink:PATH  creat:PATH
  *   mkdirat:DIR:NAME  unlinkat:DIR:NAME  rmdirat:DIR:NAME   (relative to an open DIR)
+ *   slowread:PATH:MS         one read() of 4 KiB that takes at least MS: its buffer is a
+ *                            userfaultfd page that a second thread fills only after MS
  *   sleep:MS
  */
 #include <errno.h>
@@ -28,7 +30,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <linux/userfaultfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 
 static char buf[1 << 20];
@@ -102,6 +110,59 @@ static void rw(const char *kind, const char *path, long bytes, long chunk)
 		die(kind, "close");
 }
 
+struct fault_server {
+	int uffd;
+	long delay_ms;
+	char *page;
+};
+
+/* Answers the one page fault of a slow read, delay_ms after it happens. */
+static void *serve_fault(void *arg)
+{
+	struct fault_server *fs = arg;
+	struct pollfd p = { .fd = fs->uffd, .events = POLLIN };
+	struct uffd_msg msg;
+	struct uffdio_copy copy;
+
+	if (poll(&p, 1, 10000) != 1 || read(fs->uffd, &msg, sizeof(msg)) != sizeof(msg) ||
+	    msg.event != UFFD_EVENT_PAGEFAULT)
+		die("slowread", "no page fault");
+	usleep(fs->delay_ms * 1000);
+	copy = (struct uffdio_copy){ .dst = (unsigned long)fs->page,
+				     .src = (unsigned long)buf,
+				     .len = 4096 };
+	if (ioctl(fs->uffd, UFFDIO_COPY, &copy))
+		die("slowread", "UFFDIO_COPY");
+	return NULL;
+}
+
+static void slow_read(const char *path, long delay_ms)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg;
+	struct fault_server fs = { .delay_ms = delay_ms };
+	pthread_t server;
+	int fd = open(path, O_RDONLY);
+
+	fs.uffd = syscall(SYS_userfaultfd, O_CLOEXEC);
+	if (fd < 0 || fs.uffd < 0 || ioctl(fs.uffd, UFFDIO_API, &api))
+		die("slowread", "userfaultfd");
+	fs.page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	reg = (struct uffdio_register){ .range = { (unsigned long)fs.page, 4096 },
+					.mode = UFFDIO_REGISTER_MODE_MISSING };
+	if (fs.page == MAP_FAILED || ioctl(fs.uffd, UFFDIO_REGISTER, &reg))
+		die("slowread", "register");
+	if (pthread_create(&server, NULL, serve_fault, &fs))
+		die("slowread", "thread");
+	/* the copy into the missing page faults and waits for serve_fault */
+	if (read(fd, fs.page, 4096) != 4096)
+		die("slowread", "read");
+	pthread_join(server, NULL);
+	close(fd);
+	close(fs.uffd);
+	munmap(fs.page, 4096);
+}
+
 static void run(char *spec)
 {
 	char *f[4] = { 0 };
@@ -160,6 +221,8 @@ static void run(char *spec)
 		if (r)
 			die(f[0], f[2]);
 		close(dfd);
+	} else if (!strcmp(f[0], "slowread") && nf == 3) {
+		slow_read(f[1], num(f[2], f[0]));
 	} else if (!strcmp(f[0], "sleep") && nf == 2) {
 		usleep(num(f[1], f[0]) * 1000);
 	} else {

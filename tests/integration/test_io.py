@@ -137,6 +137,26 @@ def check_ok(exp, m, fstypes):
         return False
 
 
+def test_latency_value(world, agent, cleanup):
+    """A read that the test makes take >= 20 ms lands in the right bucket, with the right sum."""
+    cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/slow")
+    f = os.path.join(world.tmpfs, "slow")
+    with open(f, "wb") as fh:
+        fh.write(b"s" * 8192)
+    # the read's buffer is a userfaultfd page that another thread fills 20 ms after the fault
+    iowork(cg, f"slowread:{f}:20")
+    lab = dict(cgroup=label, mount=world.tmpfs, op="read")
+    m = settle(agent, lambda m: value(m, "plumb_io_latency_seconds_count", **lab) == 1)
+    assert value(m, "plumb_io_latency_seconds_count", **lab) == 1
+    total = value(m, "plumb_io_latency_seconds_sum", **lab)
+    assert 0.020 <= total <= 0.2, f"latency sum {total}, want >= 20 ms"
+    for (labels, v) in select(m, "plumb_io_latency_seconds_bucket", **lab).items():
+        le = dict(labels)["le"]
+        bound = float("inf") if le == "+Inf" else float(le)
+        # cumulative: 0 below the observation, 1 from its bucket up
+        assert v == (1 if total <= bound else 0), f"le={le}: {v} with an observation of {total}"
+
+
 def test_latency_sampling(world, agent, cleanup):
     """With --io-latency-sample 16, about one call in 16 is timed; counters stay exact."""
     a16 = Agent(cleanup, "--io-latency-sample", "16")
@@ -472,6 +492,7 @@ def main():
                          ("io: errors counted on the right mount", test_errors),
                          ("io: workload names from real cgroup layouts", test_workload_labels),
                          ("io: a mount only another namespace sees", test_mount_namespace),
+                         ("io: a 20 ms read in the right latency bucket", test_latency_value),
                          ("io: latency sampling", test_latency_sampling),
                          ("io: a full map counts what it loses", test_map_full_counted),
                          ("io: path operations on the mount they touched", test_path_ops),
