@@ -15,11 +15,12 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "clock.h"
 #include "agent.h"
 #include "cli.h"
 #include "log.h"
 #include "plumb.h"
-#include "privileges.h"
+#include "host.h"
 #include "export/http.h"
 #include "export/prom.h"
 #include "identity/cgroup.h"
@@ -38,14 +39,6 @@ struct agent {
 	pthread_mutex_t lock; /* modules' state: ticks and scrapes take turns */
 	uint32_t requested; /* bit i: plumb_modules[i] */
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int bpf_stats_enabled(void)
 {
@@ -155,7 +148,7 @@ static void write_self_metrics(struct agent *a, struct prom_writer *w)
 static int agent_metrics(void *ctx, struct prom_writer *w)
 {
 	struct agent *a = ctx;
-	double start = now_s();
+	double start = monotonic_s();
 
 	pthread_mutex_lock(&a->lock);
 	for (size_t i = 0; i < plumb_module_count; i++) {
@@ -169,7 +162,7 @@ static int agent_metrics(void *ctx, struct prom_writer *w)
 
 	prom_family(w, "plumb_scrape_duration_seconds", PROM_GAUGE,
 		    "Time this scrape took to write the metrics above.");
-	prom_sample(w, NULL, 0, now_s() - start);
+	prom_sample(w, NULL, 0, monotonic_s() - start);
 	return w->err;
 }
 

@@ -211,8 +211,9 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 			o->check = true;
 			break;
 		case OPT_GRACE:
-			if (cli_parse_duration_ms(optarg, &ms)) {
-				snprintf(err, errlen, "--cgroup-grace: '%s' is not a duration",
+			if (cli_parse_duration_ms(optarg, &ms) || ms % 1000) {
+				snprintf(err, errlen,
+					 "--cgroup-grace: '%s' is not a duration in whole seconds",
 					 optarg);
 				return CLI_ERROR;
 			}

@@ -11,12 +11,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "agent.h"
 #include "cli.h"
 #include "io_view.h"
 #include "log.h"
 #include "plumb.h"
-#include "privileges.h"
+#include "host.h"
 #include "modules/io_module.h"
 
 static volatile sig_atomic_t exiting;
@@ -174,14 +175,6 @@ static void print_table(const struct io_row *d, size_t n, double secs, int tty)
 	fflush(stdout);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 int io_view_run(const struct io_options *o)
 {
 	struct plumb_config cfg = { .cgroup_grace_s = 60,
@@ -206,7 +199,7 @@ int io_view_run(const struct io_options *o)
 		return 1;
 	}
 	pr_info("io: attached; first report in %.1fs\n", o->interval_ms / 1000.0);
-	t0 = now_s();
+	t0 = monotonic_s();
 	while (!exiting && (!o->count || shown < o->count)) {
 		usleep(o->interval_ms * 1000);
 		if (exiting)
@@ -215,7 +208,7 @@ int io_view_run(const struct io_options *o)
 			ret = 1;
 			break;
 		}
-		t1 = now_s();
+		t1 = monotonic_s();
 		delta = calloc(ncur ? ncur : 1, sizeof(*delta));
 		if (!delta) {
 			free(cur);

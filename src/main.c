@@ -26,7 +26,7 @@ static void agent_usage(FILE *out)
 		"  -l, --listen ADDR:PORT   where to serve /metrics and /healthz (default %s:%u)\n"
 		"  -m, --modules LIST       comma-separated modules to load (default: all)\n"
 		"      --check              load the modules, print what is available, exit\n"
-		"      --cgroup-grace DUR   keep a removed cgroup's counts this long (default 5m)\n"
+		"      --cgroup-grace DUR   keep a removed cgroup's counts this long, whole seconds (5m)\n"
 		"      --io-capacity N      (cgroup, mount) pairs the io module keeps (default "
 		"4096)\n"
 		"      --io-latency-sample N  time one read/write call in N, at random (a power\n"

@@ -59,6 +59,4 @@ extern struct plumb_module io_module;
 extern struct plumb_module *plumb_modules[];
 extern const size_t plumb_module_count;
 
-struct plumb_module *plumb_module_find(const char *name);
-
 #endif

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "identity/cgroup.h"
 #include "identity/mountinfo.h"
 #include "log.h"
@@ -248,20 +249,12 @@ static const struct cgroup_entry *lookup(const struct cgroup_cache *c, uint64_t 
 	return bsearch(&key, c->v, c->n, sizeof(*c->v), cmp_entry_id);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
 const char *cgroup_cache_resolve(struct cgroup_cache *c, uint64_t id, unsigned int min_rescan_ms)
 {
 	const struct cgroup_entry *e = lookup(c, id);
 
 	if (!e) {
-		uint64_t now = now_ns();
+		uint64_t now = monotonic_ns();
 
 		/* A failed scan counts too: a broken root must not be retried on every miss. */
 		if (!c->scanned || now - c->last_scan_ns >= min_rescan_ms * 1000000ull) {

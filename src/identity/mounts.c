@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "clock.h"
 #include "identity/mounts.h"
 #include "log.h"
 
@@ -34,14 +35,6 @@ struct mount_cache {
 	uint64_t last_scan_ms;
 	uint64_t rescans, dropped;
 };
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int mntns_of(const char *pid, uint32_t *inum)
 {
@@ -96,7 +89,7 @@ static void rescan(struct mount_cache *c)
 	struct dirent *d;
 	DIR *proc;
 
-	c->last_scan_ms = now_ms();
+	c->last_scan_ms = monotonic_ms();
 	c->rescans++;
 	clear_namespaces(c);
 	add_namespace(c, "self");
@@ -113,7 +106,7 @@ static void rescan(struct mount_cache *c)
 
 static int may_rescan(const struct mount_cache *c)
 {
-	return c->rescans == 0 || now_ms() - c->last_scan_ms >= c->min_rescan_ms;
+	return c->rescans == 0 || monotonic_ms() - c->last_scan_ms >= c->min_rescan_ms;
 }
 
 /*

@@ -15,6 +15,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "clock.h"
 #include "plumb.h"
 #include "log.h"
 #include "export/prom.h"
@@ -63,16 +64,8 @@ struct io_state {
 	uint32_t capacity;
 	uint64_t in_map; /* keys in the kernel map at the last read */
 	uint64_t last_expiry_ms;
-	uint64_t unresolved_paths, entries_full, expired;
+	uint64_t unresolved_paths, entries_full;
 };
-
-static uint64_t monotonic_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int key_cmp(const void *a, const void *b)
 {
@@ -339,7 +332,6 @@ static int io_tick(struct plumb_module *m)
 			tdelete(list[i], &s->entries, key_cmp);
 			free(list[i]);
 			s->nentries--;
-			s->expired++;
 		}
 	}
 	free(list);

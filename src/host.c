@@ -8,7 +8,7 @@
 #include <sys/syscall.h>
 #include <linux/capability.h>
 
-#include "privileges.h"
+#include "host.h"
 
 #ifndef CAP_PERFMON
 #define CAP_PERFMON 38

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-#ifndef PLUMB_PRIVILEGES_H
-#define PLUMB_PRIVILEGES_H
+#ifndef PLUMB_HOST_H
+#define PLUMB_HOST_H
+
+/* What the host must offer before any module loads: privileges, BTF, tracefs. */
 
 /*
  * Checks what loading tracepoint programs needs: CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN),
