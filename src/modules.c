@@ -6,4 +6,3 @@ struct plumb_module *plumb_modules[] = {
 };
 
 const size_t plumb_module_count = sizeof(plumb_modules) / sizeof(plumb_modules[0]);
-
