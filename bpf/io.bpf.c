@@ -27,6 +27,12 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile bool latency_enabled = true;
 /* Time one call in this many (a power of two), chosen at random per call. */
 const volatile __u32 latency_sample_period = 1;
+/*
+ * Fallback for kernels without bpf_task_pt_regs() (before 5.15, commit dd6e10fbd9fb): the
+ * enter programs store the first three arguments in task storage and the exit programs read
+ * them there. Costs an enter program on every counted syscall; chosen only when probed absent.
+ */
+const volatile bool args_at_enter = false;
 
 #define S_IFMT	     00170000
 #define S_IFREG	     0100000
@@ -67,10 +73,14 @@ struct {
 	__type(value, struct io_path_event);
 } io_path_scratch SEC(".maps");
 
-/* Entry time of the syscall in flight, per thread: survives migration between CPUs. */
+/*
+ * The syscall in flight, per thread (survives migration between CPUs): its entry time when
+ * timed (else 0), and its arguments when args_at_enter. nr is -1 once the exit has used it.
+ */
 struct syscall_start {
 	__u64 ts;
 	__s64 nr;
+	unsigned long args[3];
 };
 
 struct {
@@ -196,48 +206,98 @@ static __always_inline __u32 latency_bucket(__u64 ns)
 	return log < IO_LAT_BUCKETS - 1 ? log : IO_LAT_BUCKETS - 1;
 }
 
-static __always_inline int rw_enter(struct syscall_enter_ctx *ctx)
+/*
+ * nargs: how many leading arguments the exit needs. Reading past the ones a syscall has fails
+ * the attach (EACCES): the kernel checks the program's largest context offset against the
+ * tracepoint's record size (perf_event_set_bpf_prog()).
+ */
+static __always_inline int syscall_enter(struct syscall_enter_ctx *ctx, int nargs)
 {
 	struct syscall_start *start;
+	bool timed = latency_enabled;
 
-	if (!latency_enabled)
-		return 0;
-	if (latency_sample_period > 1 && (bpf_get_prandom_u32() & (latency_sample_period - 1)))
+	if (timed && latency_sample_period > 1 &&
+	    (bpf_get_prandom_u32() & (latency_sample_period - 1)))
+		timed = false;
+	if (!timed && !args_at_enter)
 		return 0;
 	start = bpf_task_storage_get(&io_start, bpf_get_current_task_btf(), NULL,
 				     BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (start) {
-		start->ts = bpf_ktime_get_ns();
-		start->nr = ctx->nr;
+	if (!start)
+		return 0;
+	start->ts = timed ? bpf_ktime_get_ns() : 0;
+	start->nr = ctx->nr;
+	if (args_at_enter) {
+		start->args[0] = ctx->args[0];
+		if (nargs > 1)
+			start->args[1] = ctx->args[1];
+		if (nargs > 2)
+			start->args[2] = ctx->args[2];
 	}
 	return 0;
+}
+
+/*
+ * The syscall's first three arguments, at its exit: from the user registers the kernel saved
+ * at entry, or (args_at_enter) from what the enter program stored. False when they are not
+ * known: the call entered before the programs were attached (counted as lost).
+ */
+static __always_inline bool syscall_args(struct task_struct *task, int nr, unsigned long a[3])
+{
+	struct syscall_start *start;
+	struct pt_regs *regs;
+
+	if (args_at_enter) {
+		start = bpf_task_storage_get(&io_start, task, NULL, 0);
+		if (!start || start->nr != nr) {
+			count_lost(IO_LOST_ARGS_UNKNOWN);
+			return false;
+		}
+		a[0] = start->args[0];
+		a[1] = start->args[1];
+		a[2] = start->args[2];
+		start->nr = -1;
+		return true;
+	}
+	regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	a[0] = SYSCALL_ARG1(regs);
+	a[1] = SYSCALL_ARG2(regs);
+	a[2] = SYSCALL_ARG3(regs);
+	return true;
 }
 
 static __always_inline int rw_exit(struct syscall_exit_ctx *ctx, int dir)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-	long ret = ctx->ret;
-	struct syscall_start *start;
+	struct syscall_start *start = NULL;
+	long ret = ctx->ret, fd = -1;
 	struct io_stats *s;
 	struct file *file;
 	__u32 mnt_id = 0, type;
 	__u64 start_ns = 0, now;
+	struct pt_regs *regs;
 
-	/* take the entry time first, and always clear it: a timed call on a pipe must not
-	 * leave its timestamp to the next, untimed, call of the same syscall */
-	if (latency_enabled) {
+	/* take the entry time (and arguments) first, and always clear them: a timed call on a
+	 * pipe must not leave its timestamp to the next, untimed, call of the same syscall */
+	if (latency_enabled || args_at_enter)
 		start = bpf_task_storage_get(&io_start, task, NULL, 0);
-		if (start) {
-			if (start->nr == ctx->nr)
-				start_ns = start->ts;
-			start->ts = 0;
-		}
+	if (start && start->nr == ctx->nr) {
+		start_ns = start->ts;
+		fd = start->args[0];
+		start->ts = 0;
+		start->nr = -1;
+	} else if (args_at_enter) {
+		count_lost(IO_LOST_ARGS_UNKNOWN);
+		return 0;
+	}
+	if (!args_at_enter) {
+		regs = (struct pt_regs *)bpf_task_pt_regs(task);
+		fd = SYSCALL_ARG1(regs);
 	}
 	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
 		return 0; /* not finished: the kernel restarts it or turns it into EINTR */
 
-	file = fd_to_file(task, (long)SYSCALL_ARG1(regs));
+	file = fd_to_file(task, fd);
 	if (file) {
 		type = file_mode_type(file);
 		if (type != S_IFREG && type != S_IFBLK)
@@ -384,16 +444,11 @@ static __always_inline int open_exit(struct syscall_exit_ctx *ctx, long dirfd, c
 	return 0;
 }
 
-static __always_inline struct pt_regs *current_regs(void)
-{
-	return (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-}
-
 #define RW_PROGS(name, dir)                             \
 	SEC("tracepoint/syscalls/sys_enter_" #name)     \
 	int enter_##name(struct syscall_enter_ctx *ctx) \
 	{                                               \
-		return rw_enter(ctx);                   \
+		return syscall_enter(ctx, 1);           \
 	}                                               \
 	SEC("tracepoint/syscalls/sys_exit_" #name)      \
 	int exit_##name(struct syscall_exit_ctx *ctx)   \
@@ -412,67 +467,34 @@ RW_PROGS(pwrite64, IO_WRITE)
 RW_PROGS(pwritev, IO_WRITE)
 RW_PROGS(pwritev2, IO_WRITE)
 
-SEC("tracepoint/syscalls/sys_exit_open")
-int exit_open(struct syscall_exit_ctx *ctx)
-{
-	return open_exit(ctx, AT_FDCWD, (const char *)SYSCALL_ARG1(current_regs()));
-}
+/*
+ * Opens and path operations: the exit does the work; the enter program exists only for the
+ * args_at_enter fallback (user space switches it off otherwise).
+ */
+#define PATH_PROGS(name, nargs, body)                                      \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                        \
+	int enter_##name(struct syscall_enter_ctx *ctx)                    \
+	{                                                                  \
+		return syscall_enter(ctx, nargs);                          \
+	}                                                                  \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                         \
+	int exit_##name(struct syscall_exit_ctx *ctx)                      \
+	{                                                                  \
+		unsigned long a[3];                                        \
+                                                                           \
+		if (!syscall_args(bpf_get_current_task_btf(), ctx->nr, a)) \
+			return 0;                                          \
+		return body;                                               \
+	}
 
-SEC("tracepoint/syscalls/sys_exit_creat")
-int exit_creat(struct syscall_exit_ctx *ctx)
-{
-	return open_exit(ctx, AT_FDCWD, (const char *)SYSCALL_ARG1(current_regs()));
-}
-
-SEC("tracepoint/syscalls/sys_exit_openat")
-int exit_openat(struct syscall_exit_ctx *ctx)
-{
-	struct pt_regs *regs = current_regs();
-
-	return open_exit(ctx, (long)SYSCALL_ARG1(regs), (const char *)SYSCALL_ARG2(regs));
-}
-
-SEC("tracepoint/syscalls/sys_exit_openat2")
-int exit_openat2(struct syscall_exit_ctx *ctx)
-{
-	struct pt_regs *regs = current_regs();
-
-	return open_exit(ctx, (long)SYSCALL_ARG1(regs), (const char *)SYSCALL_ARG2(regs));
-}
-
-SEC("tracepoint/syscalls/sys_exit_mkdir")
-int exit_mkdir(struct syscall_exit_ctx *ctx)
-{
-	return path_op(AT_FDCWD, (const char *)SYSCALL_ARG1(current_regs()), IO_OP_MKDIR, ctx->ret);
-}
-
-SEC("tracepoint/syscalls/sys_exit_mkdirat")
-int exit_mkdirat(struct syscall_exit_ctx *ctx)
-{
-	struct pt_regs *regs = current_regs();
-
-	return path_op((long)SYSCALL_ARG1(regs), (const char *)SYSCALL_ARG2(regs), IO_OP_MKDIR,
-		       ctx->ret);
-}
-
-SEC("tracepoint/syscalls/sys_exit_unlink")
-int exit_unlink(struct syscall_exit_ctx *ctx)
-{
-	return path_op(AT_FDCWD, (const char *)SYSCALL_ARG1(current_regs()), IO_OP_UNLINK,
-		       ctx->ret);
-}
-
-SEC("tracepoint/syscalls/sys_exit_unlinkat")
-int exit_unlinkat(struct syscall_exit_ctx *ctx)
-{
-	struct pt_regs *regs = current_regs();
-	int op = (SYSCALL_ARG3(regs) & AT_REMOVEDIR) ? IO_OP_RMDIR : IO_OP_UNLINK;
-
-	return path_op((long)SYSCALL_ARG1(regs), (const char *)SYSCALL_ARG2(regs), op, ctx->ret);
-}
-
-SEC("tracepoint/syscalls/sys_exit_rmdir")
-int exit_rmdir(struct syscall_exit_ctx *ctx)
-{
-	return path_op(AT_FDCWD, (const char *)SYSCALL_ARG1(current_regs()), IO_OP_RMDIR, ctx->ret);
-}
+PATH_PROGS(open, 1, open_exit(ctx, AT_FDCWD, (const char *)a[0]))
+PATH_PROGS(creat, 1, open_exit(ctx, AT_FDCWD, (const char *)a[0]))
+PATH_PROGS(openat, 2, open_exit(ctx, (long)a[0], (const char *)a[1]))
+PATH_PROGS(openat2, 2, open_exit(ctx, (long)a[0], (const char *)a[1]))
+PATH_PROGS(mkdir, 1, path_op(AT_FDCWD, (const char *)a[0], IO_OP_MKDIR, ctx->ret))
+PATH_PROGS(mkdirat, 2, path_op((long)a[0], (const char *)a[1], IO_OP_MKDIR, ctx->ret))
+PATH_PROGS(unlink, 1, path_op(AT_FDCWD, (const char *)a[0], IO_OP_UNLINK, ctx->ret))
+PATH_PROGS(unlinkat, 3,
+	   path_op((long)a[0], (const char *)a[1],
+		   (a[2] & AT_REMOVEDIR) ? IO_OP_RMDIR : IO_OP_UNLINK, ctx->ret))
+PATH_PROGS(rmdir, 1, path_op(AT_FDCWD, (const char *)a[0], IO_OP_RMDIR, ctx->ret))

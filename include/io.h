@@ -31,6 +31,7 @@ enum io_op {
 enum io_lost_reason {
 	IO_LOST_STATS_MAP_FULL = 0, /* io_stats had no room for a new (cgroup, mount) */
 	IO_LOST_PATH_RINGBUF_FULL, /* a path operation's event found the ring buffer full */
+	IO_LOST_ARGS_UNKNOWN, /* args_at_enter: a call that entered before the programs attached */
 	IO_LOST_REASONS,
 };
 

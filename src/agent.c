@@ -19,6 +19,7 @@
 #include "agent.h"
 #include "cli.h"
 #include "log.h"
+#include "probe.h"
 #include "plumb.h"
 #include "host.h"
 #include "export/http.h"
@@ -181,7 +182,7 @@ static void load_modules(struct agent *a, const struct plumb_config *cfg)
 			continue;
 		}
 		m->up = true;
-		pr_info("module %s: up\n", m->name);
+		pr_info("module %s: up: %s\n", m->name, m->choice[0] ? m->choice : m->summary);
 	}
 }
 
@@ -192,6 +193,40 @@ static void unload_modules(void)
 			plumb_modules[i]->unload(plumb_modules[i]);
 			plumb_modules[i]->up = false;
 		}
+}
+
+/*
+ * `plumb agent --check`: the kernel's features, then each requested module's choice per attach
+ * point and its verdict. 0 when every requested module is up (loaded and attached for real).
+ */
+static int agent_check_print(const struct agent *a)
+{
+	int ret = 0;
+
+	kernel_features_print(stdout);
+	printf("\n%-8s %-34s %-18s %s\n", "MODULE", "ATTACH POINT", "PROGRAM", "STATUS");
+	for (size_t i = 0; i < plumb_module_count; i++) {
+		const struct plumb_module *m = plumb_modules[i];
+
+		if (!(a->requested & (1u << i)))
+			continue;
+		for (size_t k = 0; k < m->nattach; k++)
+			printf("%-8s %-34s %-18s %s\n", m->name, m->attach[k].point,
+			       m->attach[k].program[0] ? m->attach[k].program : "-",
+			       m->attach[k].status);
+	}
+	printf("\n");
+	for (size_t i = 0; i < plumb_module_count; i++) {
+		const struct plumb_module *m = plumb_modules[i];
+
+		if (!(a->requested & (1u << i)))
+			continue;
+		printf("%-8s %-12s %s\n", m->name, m->up ? "available" : "unavailable",
+		       m->up ? m->choice : m->error);
+		if (!m->up)
+			ret = 1;
+	}
+	return ret;
 }
 
 int agent_config(struct plumb_config *cfg, char *cgroup_root, size_t len)
@@ -234,16 +269,7 @@ int agent_run(const struct agent_options *o)
 	}
 	load_modules(&a, &cfg);
 	if (o->check) {
-		for (size_t i = 0; i < plumb_module_count; i++) {
-			if (!(a.requested & (1u << i)))
-				continue;
-			printf("%-10s %-12s %s\n", plumb_modules[i]->name,
-			       plumb_modules[i]->up ? "available" : "unavailable",
-			       plumb_modules[i]->up ? plumb_modules[i]->summary :
-						      plumb_modules[i]->error);
-			if (!plumb_modules[i]->up)
-				ret = 1;
-		}
+		ret = agent_check_print(&a);
 		unload_modules();
 		return ret;
 	}

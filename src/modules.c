@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
+#include <stdarg.h>
+#include <stdio.h>
+
 #include "plumb.h"
 
 struct plumb_module *plumb_modules[] = {
@@ -6,3 +9,19 @@ struct plumb_module *plumb_modules[] = {
 };
 
 const size_t plumb_module_count = sizeof(plumb_modules) / sizeof(plumb_modules[0]);
+
+void module_attach_note(struct plumb_module *m, const char *point, const char *program,
+			const char *fmt, ...)
+{
+	struct attach_choice *c;
+	va_list ap;
+
+	if (m->nattach >= MODULE_MAX_ATTACH)
+		return;
+	c = &m->attach[m->nattach++];
+	snprintf(c->point, sizeof(c->point), "%s", point);
+	snprintf(c->program, sizeof(c->program), "%s", program ? program : "");
+	va_start(ap, fmt);
+	vsnprintf(c->status, sizeof(c->status), fmt, ap);
+	va_end(ap);
+}

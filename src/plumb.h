@@ -36,6 +36,18 @@ struct module_health {
 	struct bpf_object *obj; /* for the programs' run time and count */
 };
 
+/*
+ * What a module chose for one attach point at load, for `plumb agent --check`: the point
+ * ("syscalls/sys_exit_read"), the program, and "attached", "off: <why>" or "missing: <why>".
+ */
+#define MODULE_MAX_ATTACH 48
+
+struct attach_choice {
+	char point[64];
+	char program[32];
+	char status[96];
+};
+
 struct plumb_module {
 	const char *name;
 	const char *summary;
@@ -51,7 +63,15 @@ struct plumb_module {
 	void *priv;
 	bool up;
 	char error[256];
+	/* filled by load, also when it fails: what was chosen, in one line and per point */
+	char choice[256];
+	struct attach_choice attach[MODULE_MAX_ATTACH];
+	size_t nattach;
 };
+
+/* Records an attach point's choice in m->attach (printf-style status). */
+void module_attach_note(struct plumb_module *m, const char *point, const char *program,
+			const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 extern struct plumb_module io_module;
 

@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "plumb.h"
 #include "log.h"
+#include "probe.h"
 #include "export/prom.h"
 #include "identity/cgroup.h"
 #include "identity/mounts.h"
@@ -525,7 +526,8 @@ static int io_collect(struct plumb_module *m, struct prom_writer *w)
 static void io_health(struct plumb_module *m, struct module_health *h)
 {
 	struct io_state *s = m->priv;
-	static const char *const reasons[IO_LOST_REASONS] = { "stats_map_full", "ringbuf_full" };
+	static const char *const reasons[IO_LOST_REASONS] = { "stats_map_full", "ringbuf_full",
+							      "args_unknown" };
 	uint64_t lost[IO_LOST_REASONS] = { 0 };
 	struct cgroup_cache_stats cg;
 	struct mount_cache_stats mnt;
@@ -592,31 +594,139 @@ static void io_unload(struct plumb_module *m)
 	m->priv = NULL;
 }
 
-/*
- * Test-only: PLUMB_TEST_REQUIRE_TRACEPOINT=<name> makes the module also need
- * syscalls/<name>, so that tests can see a module fail to attach on a kernel that lacks one
- * of its tracepoints (and the agent carry on without it).
- */
-static int io_require_test_tracepoint(struct io_state *s)
-{
-	const char *name = getenv("PLUMB_TEST_REQUIRE_TRACEPOINT");
-	struct bpf_link *link;
+/* Syscalls every kernel with syscall tracepoints has: without one of them io cannot count. */
+static const char *const io_core_syscalls[] = { "read",	  "write",  "pread64", "pwrite64", "readv",
+						"writev", "openat", "mkdirat", "unlinkat" };
 
-	if (!name || !*name)
-		return 0;
-	link = bpf_program__attach_tracepoint(s->skel->progs.exit_read, "syscalls", name);
-	if (!link)
-		return -errno;
-	bpf_link__destroy(link);
+static bool io_core_syscall(const char *name)
+{
+	for (size_t i = 0; i < sizeof(io_core_syscalls) / sizeof(io_core_syscalls[0]); i++)
+		if (!strcmp(name, io_core_syscalls[i]))
+			return true;
+	return false;
+}
+
+static bool io_rw_syscall(const char *name)
+{
+	return strstr(name, "read") || strstr(name, "write");
+}
+
+/*
+ * Chooses, from what the kernel offers, how io runs: where syscall arguments come from, whether
+ * latency can be timed, and which of its programs to load. Records every choice in m->attach
+ * and m->choice; on a kernel that cannot run io, says why in m->error and returns -EOPNOTSUPP.
+ */
+static int io_choose(struct plumb_module *m, struct io_state *s, const struct plumb_config *cfg)
+{
+	static const enum kernel_feature required[] = { FEAT_SYSCALL_TRACEPOINTS, FEAT_RINGBUF,
+							FEAT_CURRENT_TASK_BTF };
+	const char *test_tp = getenv("PLUMB_TEST_REQUIRE_TRACEPOINT");
+	bool args_at_enter = false, latency = cfg->io_latency;
+	unsigned int nexit = 0, nenter = 0, nabsent = 0;
+	const char *why_latency = "";
+	struct bpf_program *prog;
+
+	for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
+		if (!kernel_has(required[i])) {
+			snprintf(m->error, sizeof(m->error), "needs %s, which this kernel lacks",
+				 kernel_feature_name(required[i]));
+			return -EOPNOTSUPP;
+		}
+	if (!kernel_has(FEAT_TASK_PT_REGS)) {
+		if (!kernel_has(FEAT_TASK_STORAGE)) {
+			snprintf(m->error, sizeof(m->error),
+				 "needs task_pt_regs or task_storage, this kernel has neither");
+			return -EOPNOTSUPP;
+		}
+		args_at_enter = true;
+	}
+	if (latency && !kernel_has(FEAT_TASK_STORAGE)) {
+		latency = false;
+		why_latency = " (unsupported: no task_storage)";
+	}
+	/* test-only: a required tracepoint that no kernel has */
+	if (test_tp && *test_tp) {
+		char point[64];
+
+		snprintf(point, sizeof(point), "syscalls/%s", test_tp);
+		if (!tracepoint_exists("syscalls", test_tp)) {
+			module_attach_note(m, point, NULL, "missing: required, not in tracefs");
+			snprintf(m->error, sizeof(m->error), "tracepoint %s not found", point);
+			return -EOPNOTSUPP;
+		}
+	}
+
+	bpf_object__for_each_program (prog, s->skel->obj) {
+		const char *name = bpf_program__name(prog), *sec = bpf_program__section_name(prog);
+		bool enter = !strncmp(name, "enter_", 6);
+		const char *syscall = strchr(name, '_') + 1, *point = strchr(sec, '/') + 1;
+		char exit_tp[64];
+
+		snprintf(exit_tp, sizeof(exit_tp), "sys_exit_%s", syscall);
+		/* an enter program goes with its exit: no exit, nothing to count */
+		if (!tracepoint_exists("syscalls", exit_tp) ||
+		    !tracepoint_exists("syscalls", point + strlen("syscalls/"))) {
+			if (io_core_syscall(syscall)) {
+				module_attach_note(m, point, name,
+						   "missing: required, not in tracefs");
+				snprintf(m->error, sizeof(m->error),
+					 "tracepoint syscalls/%s not found",
+					 tracepoint_exists("syscalls", exit_tp) ?
+						 point + strlen("syscalls/") :
+						 exit_tp);
+				return -EOPNOTSUPP;
+			}
+			/* every SYSCALL_DEFINE has its tracepoints: none means no such syscall
+			 * on this kernel or architecture (arm64 has no open, mkdir, ...) */
+			bpf_program__set_autoload(prog, false);
+			module_attach_note(m, point, name,
+					   "off: no such syscall here, nothing to count");
+			nabsent += !enter;
+			continue;
+		}
+		if (enter && !args_at_enter && !(latency && io_rw_syscall(syscall))) {
+			bpf_program__set_autoload(prog, false);
+			module_attach_note(m, point, name, "off: %s",
+					   io_rw_syscall(syscall) ?
+						   "latency off" :
+						   "not needed, arguments read at exit");
+			continue;
+		}
+		module_attach_note(m, point, name, "chosen");
+		if (enter)
+			nenter++;
+		else
+			nexit++;
+	}
+	if (!latency && !args_at_enter)
+		bpf_map__set_autocreate(s->skel->maps.io_start, false);
+	s->skel->rodata->args_at_enter = args_at_enter;
+	s->skel->rodata->latency_enabled = latency;
+	s->skel->rodata->latency_sample_period = cfg->io_latency_sample;
+
+	snprintf(m->choice, sizeof(m->choice), "%u exit + %u enter tracepoints; arguments %s; ",
+		 nexit, nenter,
+		 args_at_enter ? "stored at enter (fallback: no task_pt_regs)" :
+				 "read at exit (task_pt_regs)");
+	if (latency)
+		snprintf(m->choice + strlen(m->choice), sizeof(m->choice) - strlen(m->choice),
+			 "latency on 1 in %u calls", cfg->io_latency_sample);
+	else
+		snprintf(m->choice + strlen(m->choice), sizeof(m->choice) - strlen(m->choice),
+			 "latency off%s", why_latency);
+	if (nabsent)
+		snprintf(m->choice + strlen(m->choice), sizeof(m->choice) - strlen(m->choice),
+			 "; %u syscalls absent", nabsent);
 	return 0;
 }
 
 static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 {
-	struct bpf_program *prog;
 	struct io_state *s;
 	int err;
 
+	m->nattach = 0;
+	m->choice[0] = '\0';
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
@@ -644,24 +754,15 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 		snprintf(m->error, sizeof(m->error), "cannot open BPF object: %s", strerror(-err));
 		goto out_unload;
 	}
-	s->skel->rodata->latency_enabled = cfg->io_latency;
-	s->skel->rodata->latency_sample_period = cfg->io_latency_sample;
 	bpf_map__set_max_entries(s->skel->maps.io_stats, s->capacity);
-	if (!cfg->io_latency)
-		bpf_object__for_each_program (prog, s->skel->obj)
-			if (!strncmp(bpf_program__name(prog), "enter_", 6))
-				bpf_program__set_autoload(prog, false);
+	err = io_choose(m, s, cfg);
+	if (err)
+		goto out_unload;
 
 	err = io_bpf__load(s->skel);
 	if (err) {
 		snprintf(m->error, sizeof(m->error), "cannot load BPF programs: %s",
 			 strerror(-err));
-		goto out_unload;
-	}
-	err = io_require_test_tracepoint(s);
-	if (err) {
-		snprintf(m->error, sizeof(m->error), "tracepoint syscalls/%s: %s",
-			 getenv("PLUMB_TEST_REQUIRE_TRACEPOINT"), strerror(-err));
 		goto out_unload;
 	}
 	err = io_bpf__attach(s->skel);
@@ -670,6 +771,9 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 			 strerror(-err));
 		goto out_unload;
 	}
+	for (size_t i = 0; i < m->nattach; i++)
+		if (!strcmp(m->attach[i].status, "chosen"))
+			snprintf(m->attach[i].status, sizeof(m->attach[i].status), "attached");
 	s->events = ring_buffer__new(bpf_map__fd(s->skel->maps.io_path_events), handle_path_event,
 				     s, NULL);
 	if (!s->events) {
@@ -680,6 +784,10 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 	return 0;
 
 out_unload:
+	for (size_t i = 0; i < m->nattach; i++)
+		if (!strcmp(m->attach[i].status, "chosen"))
+			snprintf(m->attach[i].status, sizeof(m->attach[i].status),
+				 "not attached: module failed");
 	io_unload(m);
 	return err;
 }
