@@ -211,29 +211,40 @@ static __always_inline __u32 latency_bucket(__u64 ns)
  * the attach (EACCES): the kernel checks the program's largest context offset against the
  * tracepoint's record size (perf_event_set_bpf_prog()).
  */
+static __always_inline bool latency_sampled(void)
+{
+	if (!latency_enabled)
+		return false;
+	return latency_sample_period <= 1 || !(bpf_get_prandom_u32() & (latency_sample_period - 1));
+}
+
 static __always_inline int syscall_enter(struct syscall_enter_ctx *ctx, int nargs)
 {
 	struct syscall_start *start;
-	bool timed = latency_enabled;
 
-	if (timed && latency_sample_period > 1 &&
-	    (bpf_get_prandom_u32() & (latency_sample_period - 1)))
-		timed = false;
-	if (!timed && !args_at_enter)
+	if (!args_at_enter) {
+		/* the usual case: only a sampled call is timed, nothing else is stored */
+		if (!latency_sampled())
+			return 0;
+		start = bpf_task_storage_get(&io_start, bpf_get_current_task_btf(), NULL,
+					     BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (start) {
+			start->ts = bpf_ktime_get_ns();
+			start->nr = ctx->nr;
+		}
 		return 0;
+	}
 	start = bpf_task_storage_get(&io_start, bpf_get_current_task_btf(), NULL,
 				     BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!start)
 		return 0;
-	start->ts = timed ? bpf_ktime_get_ns() : 0;
+	start->ts = latency_sampled() ? bpf_ktime_get_ns() : 0;
 	start->nr = ctx->nr;
-	if (args_at_enter) {
-		start->args[0] = ctx->args[0];
-		if (nargs > 1)
-			start->args[1] = ctx->args[1];
-		if (nargs > 2)
-			start->args[2] = ctx->args[2];
-	}
+	start->args[0] = ctx->args[0];
+	if (nargs > 1)
+		start->args[1] = ctx->args[1];
+	if (nargs > 2)
+		start->args[2] = ctx->args[2];
 	return 0;
 }
 
@@ -283,9 +294,11 @@ static __always_inline int rw_exit(struct syscall_exit_ctx *ctx, int dir)
 		start = bpf_task_storage_get(&io_start, task, NULL, 0);
 	if (start && start->nr == ctx->nr) {
 		start_ns = start->ts;
-		fd = start->args[0];
 		start->ts = 0;
-		start->nr = -1;
+		if (args_at_enter) {
+			fd = start->args[0];
+			start->nr = -1;
+		}
 	} else if (args_at_enter) {
 		count_lost(IO_LOST_ARGS_UNKNOWN);
 		return 0;
