@@ -16,6 +16,7 @@
 #include <bpf/libbpf.h>
 
 #include "clock.h"
+#include "detach.h"
 #include "agent.h"
 #include "cli.h"
 #include "log.h"
@@ -270,6 +271,7 @@ int agent_run(const struct agent_options *o)
 	load_modules(&a, &cfg);
 	if (o->check) {
 		ret = agent_check_print(&a);
+		perf_events_handoff();
 		unload_modules();
 		return ret;
 	}
@@ -293,6 +295,7 @@ int agent_run(const struct agent_options *o)
 	pr_info("exiting\n");
 	http_stop(http);
 	pthread_mutex_lock(&a.lock);
+	perf_events_handoff();
 	unload_modules();
 	pthread_mutex_unlock(&a.lock);
 	return 0;

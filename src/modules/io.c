@@ -16,6 +16,7 @@
 #include <bpf/libbpf.h>
 
 #include "clock.h"
+#include "detach.h"
 #include "plumb.h"
 #include "log.h"
 #include "probe.h"
@@ -585,6 +586,10 @@ static void io_unload(struct plumb_module *m)
 	if (!s)
 		return;
 	ring_buffer__free(s->events);
+	/* the skeleton's links are one bpf_link pointer per program, in a struct */
+	if (s->skel)
+		links_destroy_parallel((struct bpf_link **)&s->skel->links,
+				       sizeof(s->skel->links) / sizeof(struct bpf_link *));
 	io_bpf__destroy(s->skel);
 	cgroup_cache_free(s->cgroups);
 	mount_cache_free(s->mounts);

@@ -5,7 +5,9 @@ Each test makes its own cgroups and runs tests/integration/iowork.c (static, so 
 loader reads libraries) inside them; the expected counters are computed from the operations
 the test asked for, and compared exactly with what the agent exports.
 """
+# plumb-module: io
 
+import json
 import os
 import socket
 import subprocess
@@ -469,13 +471,30 @@ def test_bpf_stats(world, agent, cleanup):
     assert not select(agent.metrics(), "plumb_bpf_program_runs_total"), "exported while off"
 
 
+def bpf_perf_pids():
+    """PIDs of processes holding a perf event with a BPF program attached (bpftool)."""
+    return {e["pid"] for e in json.loads(sh("bpftool", "perf", "show", "-j").stdout or "[]")}
+
+
 def test_sigterm(world, agent, cleanup):
-    """SIGTERM detaches everything and exits 0 within a second."""
+    """SIGTERM detaches everything and exits 0 within a second; the child that frees the bare
+    perf events afterwards holds no program and is gone soon after."""
     a2 = Agent(cleanup)
+    assert a2.proc.pid in bpf_perf_pids(), "no program attached to begin with"
     t0 = time.time()
     rc = a2.stop()
+    took = time.time() - t0
     assert rc == 0, f"exit status {rc}"
-    assert time.time() - t0 < 1.0, f"took {time.time() - t0:.2f}s"
+    assert took < 1.0, f"took {took:.2f}s"
+    others = {int(p) for p in sh("pgrep", "-x", "plumb", check=False).stdout.split()}
+    others -= {agent.proc.pid}
+    left = bpf_perf_pids() & ({a2.proc.pid} | others)
+    assert not left, f"programs still attached by {left} after exit"
+    deadline = time.time() + 10
+    while others & {int(p) for p in sh("pgrep", "-x", "plumb", check=False).stdout.split()} \
+            and time.time() < deadline:
+        time.sleep(0.1)
+    assert time.time() < deadline, "the perf-event releasing child did not exit"
 
 
 def main():
