@@ -160,7 +160,14 @@ static int next_opt(int argc, char **argv, const struct option *opts, const char
 	return c;
 }
 
-enum { OPT_GRACE = 256, OPT_IO_CAPACITY, OPT_NO_LATENCY, OPT_CHECK, OPT_LATENCY_SAMPLE };
+enum {
+	OPT_GRACE = 256,
+	OPT_IO_CAPACITY,
+	OPT_NO_LATENCY,
+	OPT_CHECK,
+	OPT_LATENCY_SAMPLE,
+	OPT_FLOW_CAPACITY,
+};
 
 enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, char *err,
 				size_t errlen)
@@ -175,6 +182,7 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 		{ "io-capacity", required_argument, NULL, OPT_IO_CAPACITY },
 		{ "no-io-latency", no_argument, NULL, OPT_NO_LATENCY },
 		{ "io-latency-sample", required_argument, NULL, OPT_LATENCY_SAMPLE },
+		{ "flow-capacity", required_argument, NULL, OPT_FLOW_CAPACITY },
 		{ 0 },
 	};
 	unsigned int ms;
@@ -188,6 +196,7 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 	o->io_capacity = 4096;
 	o->io_latency = true;
 	o->io_latency_sample = PLUMB_DEFAULT_LATENCY_SAMPLE;
+	o->flow_capacity = 131072;
 	optind = 0;
 	opterr = 0;
 	while ((c = next_opt(argc, argv, opts, ":l:m:vh", err, errlen)) != -1) {
@@ -232,6 +241,13 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 		case OPT_LATENCY_SAMPLE:
 			if (parse_sample_period(optarg, &o->io_latency_sample, err, errlen))
 				return CLI_ERROR;
+			break;
+		case OPT_FLOW_CAPACITY:
+			if (parse_uint(optarg, 16, 1u << 22, &o->flow_capacity)) {
+				snprintf(err, errlen, "--flow-capacity: '%s' is not in 16..4194304",
+					 optarg);
+				return CLI_ERROR;
+			}
 			break;
 		default:
 			return CLI_ERROR;

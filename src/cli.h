@@ -21,6 +21,7 @@ struct agent_options {
 	unsigned int io_capacity;
 	bool io_latency;
 	unsigned int io_latency_sample;
+	unsigned int flow_capacity;
 };
 
 struct io_options {

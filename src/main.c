@@ -33,6 +33,8 @@ static void agent_usage(FILE *out)
 		"      --io-latency-sample N  time one read/write call in N, at random (a power\n"
 		"                           of two; default %u; 1 times every call)\n"
 		"      --no-io-latency      no latency histogram: no sys_enter programs at all\n"
+		"      --flow-capacity N    TCP connections the flow module follows at once\n"
+		"                           (default 131072)\n"
 		"  -v, --verbose            more log output (twice: libbpf's too)\n"
 		"  -h, --help               this help\n"
 		"\n"

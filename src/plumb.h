@@ -16,6 +16,7 @@ struct plumb_config {
 	unsigned int io_capacity; /* (cgroup, mount) pairs the io module keeps */
 	bool io_latency; /* enter timestamps for the latency histogram */
 	unsigned int io_latency_sample; /* time one call in this many (a power of two) */
+	unsigned int flow_capacity; /* TCP connections the flow module follows at once */
 };
 
 #define MODULE_MAX_MAPS	   4
@@ -74,6 +75,7 @@ void module_attach_note(struct plumb_module *m, const char *point, const char *p
 			const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 extern struct plumb_module io_module;
+extern struct plumb_module flow_module;
 
 /* All modules, in the order they load and export. */
 extern struct plumb_module *plumb_modules[];

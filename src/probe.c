@@ -152,14 +152,15 @@ bool tracepoint_exists(const char *category, const char *event)
 
 int tracepoint_btf_args(const char *event)
 {
+	static struct btf *btf; /* parsed once: a few MB, kept for the process */
 	const struct btf_type *t;
-	struct btf *btf;
 	char name[256];
-	int id, n = -ENOENT;
+	int id;
 
 	if (probe_hidden(event))
 		return -ENOENT;
-	btf = btf__load_vmlinux_btf();
+	if (!btf)
+		btf = btf__load_vmlinux_btf();
 	if (!btf)
 		return -ENOENT;
 	snprintf(name, sizeof(name), "btf_trace_%s", event);
@@ -167,10 +168,9 @@ int tracepoint_btf_args(const char *event)
 	/* typedef -> pointer -> func_proto(void *__data, the tracepoint's arguments...) */
 	t = id > 0 ? btf__type_by_id(btf, btf__type_by_id(btf, id)->type) : NULL;
 	t = t && btf_is_ptr(t) ? btf__type_by_id(btf, t->type) : NULL;
-	if (t && btf_is_func_proto(t))
-		n = btf_vlen(t) - 1;
-	btf__free(btf);
-	return n;
+	if (!t || !btf_is_func_proto(t))
+		return -ENOENT;
+	return btf_vlen(t) - 1;
 }
 
 void kernel_features_print(FILE *out)

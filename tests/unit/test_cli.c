@@ -288,12 +288,14 @@ static void test_modules(void **state)
 	} cases[] = {
 		{ "io", 0, 1u << 0, NULL },
 		{ "io,io", 0, 1u << 0, NULL },
-		{ "bogus", -EINVAL, 0, "unknown module 'bogus' (valid: io)" },
-		{ "io,bogus", -EINVAL, 0, "unknown module 'bogus' (valid: io)" },
-		{ "bogus,io", -EINVAL, 0, "unknown module 'bogus' (valid: io)" },
-		{ "IO", -EINVAL, 0, "unknown module 'IO' (valid: io)" },
-		{ " io", -EINVAL, 0, "unknown module ' io' (valid: io)" },
-		{ "io ", -EINVAL, 0, "unknown module 'io ' (valid: io)" },
+		{ "flow", 0, 1u << 1, NULL },
+		{ "flow,io", 0, (1u << 0) | (1u << 1), NULL },
+		{ "bogus", -EINVAL, 0, "unknown module 'bogus' (valid: io, flow)" },
+		{ "io,bogus", -EINVAL, 0, "unknown module 'bogus' (valid: io, flow)" },
+		{ "bogus,io", -EINVAL, 0, "unknown module 'bogus' (valid: io, flow)" },
+		{ "IO", -EINVAL, 0, "unknown module 'IO' (valid: io, flow)" },
+		{ " io", -EINVAL, 0, "unknown module ' io' (valid: io, flow)" },
+		{ "io ", -EINVAL, 0, "unknown module 'io ' (valid: io, flow)" },
 		{ "", -EINVAL, 0, "--modules: empty list" },
 		{ ",", -EINVAL, 0, "--modules: empty list" },
 		{ ",,,", -EINVAL, 0, "--modules: empty list" },
@@ -302,8 +304,9 @@ static void test_modules(void **state)
 
 	(void)state;
 	/* the cases name bits by position in the registry */
-	assert_int_equal(plumb_module_count, 1);
+	assert_int_equal(plumb_module_count, 2);
 	assert_string_equal(plumb_modules[0]->name, "io");
+	assert_string_equal(plumb_modules[1]->name, "flow");
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		char err[ERR_LEN] = "";
 		uint32_t mask = 0xdead;
@@ -358,6 +361,7 @@ enum agent_field {
 	A_CAPACITY = 1 << 6,
 	A_LATENCY = 1 << 7,
 	A_SAMPLE = 1 << 8,
+	A_FLOW = 1 << 9,
 };
 
 struct agent_case {
@@ -378,6 +382,7 @@ static void agent_defaults(struct agent_options *o)
 	o->io_capacity = 4096;
 	o->io_latency = true;
 	o->io_latency_sample = PLUMB_DEFAULT_LATENCY_SAMPLE;
+	o->flow_capacity = 131072;
 }
 
 static void agent_want(const struct agent_case *c, struct agent_options *o)
@@ -401,15 +406,17 @@ static void agent_want(const struct agent_case *c, struct agent_options *o)
 		o->io_latency = c->want.io_latency;
 	if (c->set & A_SAMPLE)
 		o->io_latency_sample = c->want.io_latency_sample;
+	if (c->set & A_FLOW)
+		o->flow_capacity = c->want.flow_capacity;
 }
 
 static void agent_str(const struct agent_options *o, char *buf, size_t len)
 {
 	snprintf(buf, len,
 		 "addr=%s port=%u modules=%#x verbose=%d check=%d grace_s=%u io_capacity=%u "
-		 "io_latency=%d io_latency_sample=%u",
+		 "io_latency=%d io_latency_sample=%u flow_capacity=%u",
 		 o->addr, o->port, o->modules, o->verbose, o->check, o->grace_s, o->io_capacity,
-		 o->io_latency, o->io_latency_sample);
+		 o->io_latency, o->io_latency_sample, o->flow_capacity);
 }
 
 static void test_agent_defaults(void **state)
@@ -466,6 +473,7 @@ static void test_agent_options(void **state)
 		{ { "--io-capacity", "1024" }, A_CAPACITY, { .io_capacity = 1024 } },
 		{ { "--io-capacity", "16" }, A_CAPACITY, { .io_capacity = 16 } },
 		{ { "--io-capacity=1048576" }, A_CAPACITY, { .io_capacity = 1048576 } },
+		{ { "--flow-capacity", "100000" }, A_FLOW, { .flow_capacity = 100000 } },
 		{ { "--no-io-latency" }, A_LATENCY, { .io_latency = false } },
 		{ { "--io-latency-sample", "1" }, A_SAMPLE, { .io_latency_sample = 1 } },
 		{ { "--io-latency-sample", "64" }, A_SAMPLE, { .io_latency_sample = 64 } },
@@ -599,7 +607,7 @@ static void test_agent_errors(void **state)
 		{ { "--listen", ":9977" }, ERROR_IS("--listen: ':9977' is not ADDR:PORT") },
 		{ { "-l", "::1:9977" }, ERROR_IS("--listen: '::1:9977' is not ADDR:PORT") },
 		{ { "--listen=" }, ERROR_IS("--listen: '' is not ADDR:PORT") },
-		{ { "-m", "bogus" }, ERROR_IS("unknown module 'bogus' (valid: io)") },
+		{ { "-m", "bogus" }, ERROR_IS("unknown module 'bogus' (valid: io, flow)") },
 		{ { "--modules", "" }, ERROR_IS("--modules: empty list") },
 		{ { "--modules", "," }, ERROR_IS("--modules: empty list") },
 		{ { "--cgroup-grace", "1x" },
@@ -614,6 +622,8 @@ static void test_agent_errors(void **state)
 		{ { "--io-capacity", "-1" }, ERROR_HAS("'-1'") },
 		{ { "--io-capacity", "1k" }, ERROR_HAS("'1k'") },
 		{ { "--io-capacity", "" }, ERROR_HAS("--io-capacity: ''") },
+		{ { "--flow-capacity", "15" },
+		  ERROR_IS("--flow-capacity: '15' is not in 16..4194304") },
 		{ { "--io-latency-sample", "3" },
 		  ERROR_IS("--io-latency-sample: '3' is not a power of two in 1..65536") },
 		{ { "--io-latency-sample", "0" }, ERROR_HAS("--io-latency-sample: '0'") },

@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * flow: TCP connections and their payload bytes per owning process, from tracepoints.
+ *
+ * Lifecycle from inet_sock_set_state (no per-packet hook): SYN_SENT runs in the connecting
+ * process, which becomes the owner; ESTABLISHED after SYN_SENT is a client, after SYN_RECV a
+ * server (the accepted child socket); when the socket is freed (tcp_destroy_sock) an
+ * established connection's final counts go through a ring buffer (no wakeup: drained on the
+ * agent's tick) and its entry is freed.
+ *
+ * Bytes per call from sock_send_length/sock_recv_length (in sock_sendmsg/sock_recvmsg, so every
+ * write/send/read/recv family syscall alike): one hash lookup by socket cookie and one atomic
+ * add per call, nothing per packet. They run in the calling process, which owns an accepted
+ * socket from the first time it reads or writes it.
+ *
+ * Live connections are read by user space from the flow_conns hash (every network namespace:
+ * an iterator over socket storage would do too, but these kernels refuse to load one: EPERM).
+ * Connections older than the agent are found once with iter/tcp, or at their next send/recv.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "flow.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/*
+ * Where a connection ends for plumb. tcp_destroy_sock: when the socket is freed, after the
+ * application has read what was left in it (a client that half-closes and then reads the
+ * server's last bytes does so after TCP_CLOSE). Kernels without it: at TCP_CLOSE, and bytes read
+ * after that start a new entry (counted, but as one more connection).
+ */
+const volatile bool close_at_destroy = true;
+
+#define AF_INET	    2
+#define AF_INET6    10
+#define IPPROTO_TCP 6
+#define SOCK_STREAM 1
+#define MSG_PEEK    2
+/* include/net/tcp_states.h */
+#define TCP_ESTABLISHED 1
+#define TCP_SYN_SENT	2
+#define TCP_SYN_RECV	3
+#define TCP_FIN_WAIT1	4
+#define TCP_FIN_WAIT2	5
+#define TCP_CLOSE	7
+#define TCP_CLOSE_WAIT	8
+#define TCP_LAST_ACK	9
+#define TCP_LISTEN	10
+#define TCP_CLOSING	11
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 131072); /* resized to --flow-capacity before load */
+	__type(key, __u64);
+	__type(value, struct flow_conn);
+} flow_conns SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 * 1024 * 1024); /* 128-byte events: >= 30,000 between two drains */
+} flow_events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FLOW_LOST_REASONS);
+	__type(key, __u32);
+	__type(value, __u64);
+} flow_lost SEC(".maps");
+
+static const struct flow_conn zero_conn;
+
+static __always_inline void count_lost(__u32 reason)
+{
+	__u64 *n = bpf_map_lookup_elem(&flow_lost, &reason);
+
+	if (n)
+		*n += 1;
+}
+
+static __always_inline bool is_tcp(const struct sock *sk)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+
+	/* sk_protocol is a u16 field since 5.6 (bf9765145b85); plumb needs 5.8 anyway */
+	return BPF_CORE_READ(sk, sk_protocol) == IPPROTO_TCP &&
+	       BPF_CORE_READ(sk, sk_type) == SOCK_STREAM &&
+	       (family == AF_INET || family == AF_INET6);
+}
+
+static __always_inline void set_owner(struct flow_conn *c)
+{
+	c->tgid = bpf_get_current_pid_tgid() >> 32;
+	c->cgroup_id = bpf_get_current_cgroup_id();
+	bpf_get_current_comm(c->comm, sizeof(c->comm));
+}
+
+static __always_inline void set_tuple(struct flow_conn *c, const struct sock *sk)
+{
+	c->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	c->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	c->rport = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	c->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	if (c->family == AF_INET) {
+		bpf_core_read(c->laddr, 4, &sk->__sk_common.skc_rcv_saddr);
+		bpf_core_read(c->raddr, 4, &sk->__sk_common.skc_daddr);
+	} else {
+		bpf_core_read(c->laddr, 16, &sk->__sk_common.skc_v6_rcv_saddr);
+		bpf_core_read(c->raddr, 16, &sk->__sk_common.skc_v6_daddr);
+	}
+}
+
+/* The connection's entry, created (zeroed) when absent; NULL and counted when the map is full. */
+static __always_inline struct flow_conn *conn_get(__u64 cookie, bool *created)
+{
+	struct flow_conn *c = bpf_map_lookup_elem(&flow_conns, &cookie);
+
+	*created = false;
+	if (c)
+		return c;
+	if (bpf_map_update_elem(&flow_conns, &cookie, &zero_conn, BPF_NOEXIST) == 0)
+		*created = true;
+	c = bpf_map_lookup_elem(&flow_conns, &cookie);
+	if (!c)
+		count_lost(FLOW_LOST_CONNS_FULL);
+	return c;
+}
+
+/* Sends an established connection's final counts to user space and frees its entry. */
+static __always_inline void conn_end(const struct sock *sk)
+{
+	__u64 cookie = bpf_get_socket_cookie((void *)sk);
+	struct flow_event *e;
+	struct flow_conn *c;
+
+	c = bpf_map_lookup_elem(&flow_conns, &cookie);
+	if (!c)
+		return;
+	if (c->established) {
+		e = bpf_ringbuf_reserve(&flow_events, sizeof(*e), 0);
+		if (e) {
+			e->cookie = cookie;
+			e->kind = FLOW_CLOSE;
+			e->pad = 0;
+			__builtin_memcpy(&e->conn, c, sizeof(*c));
+			bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+		} else {
+			count_lost(FLOW_LOST_RINGBUF_FULL);
+		}
+	}
+	bpf_map_delete_elem(&flow_conns, &cookie);
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(flow_state, const struct sock *sk, const int oldstate, const int newstate)
+{
+	struct flow_conn *c;
+	bool created;
+	__u64 cookie;
+
+	if (newstate != TCP_SYN_SENT && newstate != TCP_ESTABLISHED && newstate != TCP_CLOSE)
+		return 0;
+	if (!is_tcp(sk))
+		return 0;
+	cookie = bpf_get_socket_cookie((void *)sk);
+	if (newstate == TCP_SYN_SENT) {
+		/* in connect(): the caller owns the socket */
+		c = conn_get(cookie, &created);
+		if (c) {
+			set_owner(c);
+			c->role = FLOW_ROLE_CLIENT;
+		}
+		return 0;
+	}
+	if (newstate == TCP_ESTABLISHED) {
+		if (oldstate != TCP_SYN_SENT && oldstate != TCP_SYN_RECV)
+			return 0;
+		c = conn_get(cookie, &created);
+		if (c) {
+			c->role = oldstate == TCP_SYN_SENT ? FLOW_ROLE_CLIENT : FLOW_ROLE_SERVER;
+			set_tuple(c, sk);
+			c->established = 1;
+		}
+		return 0;
+	}
+	/* TCP_CLOSE */
+	if (!close_at_destroy)
+		conn_end(sk);
+	return 0;
+}
+
+SEC("tp_btf/tcp_destroy_sock")
+int BPF_PROG(flow_destroy, struct sock *sk)
+{
+	if (is_tcp(sk))
+		conn_end(sk);
+	return 0;
+}
+
+static __always_inline int count_bytes(struct sock *sk, int ret, bool tx)
+{
+	struct flow_conn *c;
+	bool created;
+
+	if (ret <= 0 || !is_tcp(sk))
+		return 0;
+	c = conn_get(bpf_get_socket_cookie(sk), &created);
+	if (!c)
+		return 0;
+	if (created) {
+		/* a connection older than the agent that iter/tcp did not see (another netns) */
+		set_tuple(c, sk);
+		c->established = 1;
+	}
+	if (!c->tgid)
+		set_owner(c); /* an accepted socket's first reader or writer */
+	if (tx)
+		__sync_fetch_and_add(&c->tx, ret);
+	else
+		__sync_fetch_and_add(&c->rx, ret);
+	return 0;
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(flow_send, struct sock *sk, int ret, int flags)
+{
+	return count_bytes(sk, ret, true);
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(flow_recv, struct sock *sk, int ret, int flags)
+{
+	if (flags & MSG_PEEK)
+		return 0; /* the bytes stay queued: they are counted when really read */
+	return count_bytes(sk, ret, false);
+}
+
+/*
+ * Once at start, in the agent's network namespace: listening ports, and connections that were
+ * established before the agent (entered into flow_conns: counted from now on).
+ */
+SEC("iter/tcp")
+int flow_discover(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	struct flow_event e = {};
+	struct tcp_sock *tp;
+	struct flow_conn *c;
+	bool created;
+	int state;
+
+	if (!skc)
+		return 0;
+	tp = bpf_skc_to_tcp_sock(skc);
+	if (!tp)
+		return 0; /* request and time-wait sockets: not connections yet, or any more */
+	state = skc->skc_state;
+	if (state == TCP_LISTEN) {
+		e.kind = FLOW_LISTEN;
+		set_tuple(&e.conn, (struct sock *)tp);
+		bpf_seq_write(ctx->meta->seq, &e, sizeof(e));
+		return 0;
+	}
+	if (state != TCP_ESTABLISHED && state != TCP_FIN_WAIT1 && state != TCP_FIN_WAIT2 &&
+	    state != TCP_CLOSE_WAIT && state != TCP_LAST_ACK && state != TCP_CLOSING)
+		return 0;
+	e.cookie = bpf_get_socket_cookie(tp);
+	c = conn_get(e.cookie, &created);
+	if (!c || !created)
+		return 0; /* known already (opened since the agent attached), or no room */
+	set_tuple(c, (struct sock *)tp);
+	c->established = 1;
+	e.kind = FLOW_FOUND;
+	__builtin_memcpy(&e.conn, c, sizeof(*c));
+	bpf_seq_write(ctx->meta->seq, &e, sizeof(e));
+	return 0;
+}

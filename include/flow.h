@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Types shared by bpf/flow.bpf.c and src/modules/flow.c: fixed-width only. */
+#ifndef PLUMB_FLOW_H
+#define PLUMB_FLOW_H
+
+enum flow_role {
+	FLOW_ROLE_UNKNOWN =
+		0, /* found by the iterator, opened before the agent: user space infers */
+	FLOW_ROLE_CLIENT, /* this end connected (SYN_SENT -> ESTABLISHED) */
+	FLOW_ROLE_SERVER, /* this end was accepted (SYN_RECV -> ESTABLISHED) */
+};
+
+enum flow_kind {
+	FLOW_CLOSE = 1, /* ring buffer: an established connection reached CLOSE; final bytes */
+	FLOW_LISTEN, /* iterator: a listening socket (its port makes pre-existing peers servers) */
+	FLOW_FOUND, /* iterator: a connection established before the agent started */
+};
+
+/* Reasons an event was not counted; index of the flow_lost per-CPU array. */
+enum flow_lost_reason {
+	FLOW_LOST_RINGBUF_FULL = 0, /* a close event found the ring buffer full: its last bytes */
+	FLOW_LOST_CONNS_FULL, /* flow_conns had no room for a new connection: its bytes */
+	FLOW_LOST_REASONS,
+};
+
+/* One TCP connection, value of the flow_conns hash (key: socket cookie). */
+struct flow_conn {
+	__u64 tx, rx; /* payload bytes sent and received since the agent attached */
+	__u64 cgroup_id; /* owner: the process that connected, or first sent or received */
+	__u32 tgid;
+	__u32 netns; /* network namespace inode number */
+	__u8 role; /* enum flow_role */
+	__u8 established;
+	__u16 family; /* AF_INET or AF_INET6 */
+	__u16 lport, rport; /* host byte order */
+	__u8 laddr[16], raddr[16]; /* IPv4 in the first 4 bytes */
+	char comm[16];
+};
+
+/* A close event (ring buffer) or an iterator record. */
+struct flow_event {
+	__u64 cookie;
+	__u32 kind; /* enum flow_kind */
+	__u32 pad;
+	struct flow_conn conn;
+};
+
+#endif

@@ -1,0 +1,593 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * flow module, user space: loads bpf/flow.bpf.c, follows each TCP connection by its socket
+ * cookie (live byte counts from the flow_conns map, final ones from close events), and adds
+ * what each connection did since the last read into per-(owner, peer, port, role) counters.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <search.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "clock.h"
+#include "detach.h"
+#include "log.h"
+#include "plumb.h"
+#include "probe.h"
+#include "export/prom.h"
+#include "identity/cgroup.h"
+#include "identity/workload.h"
+#include <linux/types.h>
+#include "flow.h"
+#include "flow.skel.h"
+
+#define FLOW_RESCAN_MS		250
+#define FLOW_UNRESOLVED_HOLD_MS 5000
+#define FLOW_LISTENERS_MAX	4096
+#define FLOW_BATCH		1024
+
+static const char *const flow_role_names[] = { "unknown", "client", "server" };
+
+/* What a connection adds to: its owner, its peer, the server port and its role. */
+struct flow_agg_key {
+	uint64_t cgroup_id;
+	char comm[16];
+	uint8_t peer[16];
+	uint16_t family;
+	uint16_t peer_port; /* the server's port: the remote one for a client, the local one for
+			     * a server, so that ephemeral ports never become labels */
+	uint8_t role;
+	uint8_t pad[3];
+};
+
+struct flow_agg {
+	struct flow_agg_key key;
+	uint64_t tx, rx, connections;
+	char cgroup[256]; /* "" until resolved */
+	uint64_t first_seen_ms;
+};
+
+/* A connection the agent follows, by socket cookie. */
+struct flow_track {
+	uint64_t cookie;
+	struct flow_conn conn;
+	uint64_t tx_seen, rx_seen; /* what was already added to its aggregate */
+	uint64_t read_gen; /* the map read that last saw it */
+	bool counted; /* added to its aggregate's connections */
+};
+
+struct flow_listener {
+	uint32_t netns;
+	uint16_t port;
+};
+
+struct flow_state {
+	struct flow_bpf *skel;
+	struct ring_buffer *events;
+	struct cgroup_cache *cgroups;
+	void *tracks, *aggs; /* tsearch trees */
+	size_t ntracks, naggs, track_capacity, agg_capacity;
+	struct flow_listener listeners[FLOW_LISTENERS_MAX];
+	size_t nlisteners;
+	bool bytes; /* sock_send_length/sock_recv_length attached */
+	uint64_t read_gen, in_map;
+	uint64_t tracks_full, aggs_full, found_at_start;
+	__u64 keys[FLOW_BATCH];
+	struct flow_conn values[FLOW_BATCH];
+};
+
+static int track_cmp(const void *a, const void *b)
+{
+	const struct flow_track *x = a, *y = b;
+
+	return x->cookie < y->cookie ? -1 : x->cookie > y->cookie;
+}
+
+static int agg_cmp(const void *a, const void *b)
+{
+	return memcmp(&((const struct flow_agg *)a)->key, &((const struct flow_agg *)b)->key,
+		      sizeof(struct flow_agg_key));
+}
+
+static bool is_listener(const struct flow_state *s, uint32_t netns, uint16_t port)
+{
+	for (size_t i = 0; i < s->nlisteners; i++)
+		if (s->listeners[i].netns == netns && s->listeners[i].port == port)
+			return true;
+	return false;
+}
+
+static struct flow_agg *agg_for(struct flow_state *s, const struct flow_track *t)
+{
+	struct flow_agg probe = { 0 }, *a, **found;
+	const struct flow_conn *c = &t->conn;
+
+	probe.key.cgroup_id = c->cgroup_id;
+	memcpy(probe.key.comm, c->comm, sizeof(probe.key.comm));
+	probe.key.family = c->family;
+	memcpy(probe.key.peer, c->raddr, sizeof(probe.key.peer));
+	probe.key.role = c->role;
+	if (probe.key.role == FLOW_ROLE_UNKNOWN)
+		/* older than the agent: a server when its local port is listening */
+		probe.key.role =
+			is_listener(s, c->netns, c->lport) ? FLOW_ROLE_SERVER : FLOW_ROLE_CLIENT;
+	probe.key.peer_port = probe.key.role == FLOW_ROLE_SERVER ? c->lport : c->rport;
+	found = tfind(&probe, &s->aggs, agg_cmp);
+	if (found)
+		return *found;
+	if (s->naggs >= s->agg_capacity) {
+		s->aggs_full++;
+		return NULL;
+	}
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return NULL;
+	a->key = probe.key;
+	a->first_seen_ms = monotonic_ms();
+	if (!tsearch(a, &s->aggs, agg_cmp)) {
+		free(a);
+		return NULL;
+	}
+	s->naggs++;
+	return a;
+}
+
+/* Adds what the connection did since it was last seen; counts it once its owner is known. */
+static void track_apply(struct flow_state *s, struct flow_track *t, const struct flow_conn *c,
+			bool closed)
+{
+	struct flow_agg *a;
+
+	/* owner and role are set once in the kernel; take them as they arrive */
+	if (!t->conn.tgid && c->tgid) {
+		t->conn.tgid = c->tgid;
+		t->conn.cgroup_id = c->cgroup_id;
+		memcpy(t->conn.comm, c->comm, sizeof(c->comm));
+	}
+	if (!t->conn.role)
+		t->conn.role = c->role;
+	if (!t->conn.tgid && !closed)
+		return; /* an accepted connection nobody has read or written yet */
+	a = agg_for(s, t);
+	if (!a)
+		return;
+	if (c->tx >= t->tx_seen)
+		a->tx += c->tx - t->tx_seen;
+	if (c->rx >= t->rx_seen)
+		a->rx += c->rx - t->rx_seen;
+	t->tx_seen = c->tx;
+	t->rx_seen = c->rx;
+	if (!t->counted) {
+		a->connections++;
+		t->counted = true;
+	}
+}
+
+static struct flow_track *track_get(struct flow_state *s, uint64_t cookie,
+				    const struct flow_conn *c)
+{
+	struct flow_track probe = { .cookie = cookie }, *t, **found;
+
+	found = tfind(&probe, &s->tracks, track_cmp);
+	if (found)
+		return *found;
+	if (s->ntracks >= s->track_capacity) {
+		s->tracks_full++;
+		return NULL;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->cookie = cookie;
+	t->conn = *c;
+	t->conn.tx = t->conn.rx = 0;
+	if (!tsearch(t, &s->tracks, track_cmp)) {
+		free(t);
+		return NULL;
+	}
+	s->ntracks++;
+	return t;
+}
+
+static void track_drop(struct flow_state *s, struct flow_track *t)
+{
+	tdelete(t, &s->tracks, track_cmp);
+	free(t);
+	s->ntracks--;
+}
+
+static int handle_close(void *ctx, void *data, size_t len)
+{
+	struct flow_state *s = ctx;
+	const struct flow_event *e = data;
+	struct flow_track *t;
+
+	if (len < sizeof(*e) || e->kind != FLOW_CLOSE)
+		return 0;
+	t = track_get(s, e->cookie, &e->conn);
+	if (!t)
+		return 0;
+	track_apply(s, t, &e->conn, true);
+	track_drop(s, t);
+	return 0;
+}
+
+/* twalk cannot carry a context: the read in progress, for the stale-entry sweep. */
+static struct flow_state *sweep_state;
+static struct flow_track *sweep_victims[FLOW_BATCH];
+static size_t sweep_n;
+
+static void sweep_visit(const void *node, VISIT which, int depth)
+{
+	struct flow_track *t = *(struct flow_track *const *)node;
+
+	(void)depth;
+	if ((which == postorder || which == leaf) && sweep_n < FLOW_BATCH &&
+	    t->read_gen + 2 <= sweep_state->read_gen)
+		sweep_victims[sweep_n++] = t;
+}
+
+/*
+ * Reads every live connection from the kernel map. Close events are drained first, so a
+ * connection missing from the map has either closed since (its event comes at the next drain)
+ * or lost its close event: one absent from two reads in a row is dropped.
+ */
+static void flow_read(struct flow_state *s)
+{
+	int fd = bpf_map__fd(s->skel->maps.flow_conns);
+	__u64 batch = 0;
+	bool first = true;
+	uint64_t n = 0;
+
+	ring_buffer__consume(s->events);
+	s->read_gen++;
+	for (;;) {
+		__u32 count = FLOW_BATCH;
+		int err = bpf_map_lookup_batch(fd, first ? NULL : &batch, &batch, s->keys,
+					       s->values, &count, NULL);
+
+		first = false;
+		for (__u32 i = 0; i < count; i++) {
+			struct flow_track *t;
+
+			if (!s->values[i].established)
+				continue;
+			t = track_get(s, s->keys[i], &s->values[i]);
+			if (!t)
+				continue;
+			t->read_gen = s->read_gen;
+			track_apply(s, t, &s->values[i], false);
+			n++;
+		}
+		if (err)
+			break; /* -ENOENT: the end */
+	}
+	s->in_map = n;
+	sweep_state = s;
+	do {
+		sweep_n = 0;
+		twalk(s->tracks, sweep_visit);
+		for (size_t i = 0; i < sweep_n; i++)
+			track_drop(s, sweep_victims[i]);
+	} while (sweep_n == FLOW_BATCH);
+}
+
+/* Once at load: listening ports, and connections established before the agent (iter/tcp). */
+static int flow_discover(struct flow_state *s)
+{
+	struct bpf_link *link;
+	struct flow_event e;
+	int fd;
+
+	link = bpf_program__attach_iter(s->skel->progs.flow_discover, NULL);
+	if (!link)
+		return -errno;
+	fd = bpf_iter_create(bpf_link__fd(link));
+	if (fd < 0) {
+		bpf_link__destroy(link);
+		return -errno;
+	}
+	while (read(fd, &e, sizeof(e)) == sizeof(e)) {
+		if (e.kind == FLOW_LISTEN && s->nlisteners < FLOW_LISTENERS_MAX) {
+			s->listeners[s->nlisteners].netns = e.conn.netns;
+			s->listeners[s->nlisteners++].port = e.conn.lport;
+		} else if (e.kind == FLOW_FOUND) {
+			s->found_at_start++;
+		}
+	}
+	close(fd);
+	bpf_link__destroy(link);
+	return 0;
+}
+
+static int flow_tick(struct plumb_module *m)
+{
+	struct flow_state *s = m->priv;
+
+	ring_buffer__consume(s->events);
+	return 0;
+}
+
+static void peer_string(const struct flow_agg_key *k, char *out, size_t len)
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	if (k->family == AF_INET6 && !memcmp(k->peer, v4mapped, sizeof(v4mapped)))
+		inet_ntop(AF_INET, k->peer + 12, out, len);
+	else
+		inet_ntop(k->family == AF_INET6 ? AF_INET6 : AF_INET, k->peer, out, len);
+}
+
+struct flow_row {
+	const struct flow_agg *agg;
+	char workload[256], peer[64], port[8];
+};
+
+static struct flow_row *collect_rows;
+static size_t collect_n, collect_cap;
+static struct flow_state *collect_state;
+
+static void collect_visit(const void *node, VISIT which, int depth)
+{
+	struct flow_agg *a = *(struct flow_agg *const *)node;
+	struct flow_state *s = collect_state;
+	struct flow_row *r;
+	const char *path;
+
+	(void)depth;
+	if (which != postorder && which != leaf)
+		return;
+	if (!a->cgroup[0]) {
+		path = cgroup_cache_resolve(s->cgroups, a->key.cgroup_id, FLOW_RESCAN_MS);
+		if (path)
+			snprintf(a->cgroup, sizeof(a->cgroup), "%s", path);
+		else if (monotonic_ms() - a->first_seen_ms >= FLOW_UNRESOLVED_HOLD_MS)
+			snprintf(a->cgroup, sizeof(a->cgroup), "unknown:%llu",
+				 (unsigned long long)a->key.cgroup_id);
+		else
+			return; /* held back a little: see io's IO_UNRESOLVED_HOLD_MS */
+	}
+	if (collect_n == collect_cap)
+		return;
+	r = &collect_rows[collect_n++];
+	r->agg = a;
+	workload_from_cgroup(a->cgroup, r->workload, sizeof(r->workload));
+	peer_string(&a->key, r->peer, sizeof(r->peer));
+	snprintf(r->port, sizeof(r->port), "%u", a->key.peer_port);
+}
+
+static void row_labels(const struct flow_row *r, struct prom_label *l)
+{
+	l[0] = (struct prom_label){ "cgroup", r->agg->cgroup };
+	l[1] = (struct prom_label){ "workload", r->workload };
+	l[2] = (struct prom_label){ "comm", r->agg->key.comm };
+	l[3] = (struct prom_label){ "peer_addr", r->peer };
+	l[4] = (struct prom_label){ "peer_port", r->port };
+	l[5] = (struct prom_label){ "role", flow_role_names[r->agg->key.role] };
+}
+
+static int flow_collect(struct plumb_module *m, struct prom_writer *w)
+{
+	struct flow_state *s = m->priv;
+	struct prom_label l[7];
+
+	flow_read(s);
+	collect_rows = calloc(s->naggs ? s->naggs : 1, sizeof(*collect_rows));
+	if (!collect_rows)
+		return -ENOMEM;
+	collect_cap = s->naggs;
+	collect_n = 0;
+	collect_state = s;
+	twalk(s->aggs, collect_visit);
+
+	if (s->bytes) {
+		prom_family(w, "plumb_flow_bytes_total", PROM_COUNTER,
+			    "TCP payload bytes sent (tx) and received (rx) by the owning "
+			    "process, per peer and server port.");
+		for (size_t i = 0; i < collect_n; i++)
+			for (int d = 0; d < 2; d++) {
+				row_labels(&collect_rows[i], l);
+				l[6] = (struct prom_label){ "direction", d ? "rx" : "tx" };
+				prom_sample(w, l, 7,
+					    (double)(d ? collect_rows[i].agg->rx :
+							 collect_rows[i].agg->tx));
+			}
+	}
+	prom_family(w, "plumb_flow_connections_total", PROM_COUNTER,
+		    "TCP connections established, per owner, peer, server port and role.");
+	for (size_t i = 0; i < collect_n; i++) {
+		row_labels(&collect_rows[i], l);
+		prom_sample(w, l, 6, (double)collect_rows[i].agg->connections);
+	}
+	free(collect_rows);
+	collect_rows = NULL;
+	return w->err;
+}
+
+static void flow_health(struct plumb_module *m, struct module_health *h)
+{
+	struct flow_state *s = m->priv;
+	static const char *const reasons[FLOW_LOST_REASONS] = { "ringbuf_full", "conns_full" };
+	int ncpus = libbpf_num_possible_cpus();
+	__u64 *percpu = ncpus > 0 ? calloc(ncpus, sizeof(__u64)) : NULL;
+
+	h->maps[h->nmaps].name = "flow_conns";
+	h->maps[h->nmaps].entries = s->in_map;
+	h->maps[h->nmaps++].capacity = bpf_map__max_entries(s->skel->maps.flow_conns);
+	h->maps[h->nmaps].name = "connections";
+	h->maps[h->nmaps].entries = s->ntracks;
+	h->maps[h->nmaps++].capacity = s->track_capacity;
+	h->maps[h->nmaps].name = "aggregates";
+	h->maps[h->nmaps].entries = s->naggs;
+	h->maps[h->nmaps++].capacity = s->agg_capacity;
+	for (__u32 r = 0; r < FLOW_LOST_REASONS; r++) {
+		uint64_t sum = 0;
+
+		if (percpu && !bpf_map__lookup_elem(s->skel->maps.flow_lost, &r, sizeof(r), percpu,
+						    ncpus * sizeof(__u64), 0))
+			for (int c = 0; c < ncpus; c++)
+				sum += percpu[c];
+		h->lost[h->nlost].reason = reasons[r];
+		h->lost[h->nlost++].count = sum;
+	}
+	free(percpu);
+	h->lost[h->nlost].reason = "connections_full";
+	h->lost[h->nlost++].count = s->tracks_full;
+	h->lost[h->nlost].reason = "aggregates_full";
+	h->lost[h->nlost++].count = s->aggs_full;
+	h->obj = s->skel->obj;
+}
+
+static void flow_unload(struct plumb_module *m)
+{
+	struct flow_state *s = m->priv;
+
+	if (!s)
+		return;
+	ring_buffer__free(s->events);
+	if (s->skel)
+		links_destroy_parallel((struct bpf_link **)&s->skel->links,
+				       sizeof(s->skel->links) / sizeof(struct bpf_link *));
+	flow_bpf__destroy(s->skel);
+	cgroup_cache_free(s->cgroups);
+	tdestroy(s->tracks, free);
+	tdestroy(s->aggs, free);
+	free(s);
+	m->priv = NULL;
+}
+
+/* Chooses programs from what the kernel offers; records the choices in m. */
+static int flow_choose(struct plumb_module *m, struct flow_state *s)
+{
+	static const enum kernel_feature required[] = { FEAT_BTF, FEAT_TP_BTF, FEAT_RINGBUF };
+	static const struct {
+		const char *tracepoint;
+		int nargs;
+	} bytes_tps[] = { { "sock_send_length", 3 }, { "sock_recv_length", 3 } };
+	const char *why_bytes = "";
+
+	for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
+		if (!kernel_has(required[i])) {
+			snprintf(m->error, sizeof(m->error), "needs %s, which this kernel lacks",
+				 kernel_feature_name(required[i]));
+			return -EOPNOTSUPP;
+		}
+	if (tracepoint_btf_args("inet_sock_set_state") != 3) {
+		module_attach_note(m, "tp_btf/inet_sock_set_state", "flow_state",
+				   "missing: required, not in BTF");
+		snprintf(m->error, sizeof(m->error), "tracepoint inet_sock_set_state not found");
+		return -EOPNOTSUPP;
+	}
+	module_attach_note(m, "tp_btf/inet_sock_set_state", "flow_state", "chosen");
+	s->skel->rodata->close_at_destroy = tracepoint_btf_args("tcp_destroy_sock") == 1;
+	bpf_program__set_autoload(s->skel->progs.flow_destroy, s->skel->rodata->close_at_destroy);
+	module_attach_note(m, "tp_btf/tcp_destroy_sock", "flow_destroy",
+			   s->skel->rodata->close_at_destroy ?
+				   "chosen" :
+				   "off: tracepoint missing, connections end at TCP_CLOSE");
+	s->bytes = true;
+	for (size_t i = 0; i < sizeof(bytes_tps) / sizeof(bytes_tps[0]); i++)
+		if (tracepoint_btf_args(bytes_tps[i].tracepoint) != bytes_tps[i].nargs) {
+			s->bytes = false;
+			why_bytes = " (unsupported: no sock_send_length/sock_recv_length, 6.3+)";
+		}
+	bpf_program__set_autoload(s->skel->progs.flow_send, s->bytes);
+	bpf_program__set_autoload(s->skel->progs.flow_recv, s->bytes);
+	module_attach_note(m, "tp_btf/sock_send_length", "flow_send",
+			   s->bytes ? "chosen" : "off: tracepoint missing, bytes unsupported");
+	module_attach_note(m, "tp_btf/sock_recv_length", "flow_recv",
+			   s->bytes ? "chosen" : "off: tracepoint missing, bytes unsupported");
+	module_attach_note(m, "iter/tcp", "flow_discover", "chosen");
+	snprintf(m->choice, sizeof(m->choice),
+		 "TCP connections from inet_sock_set_state; bytes %s%s",
+		 s->bytes ? "per call from sock_send_length/sock_recv_length" : "off", why_bytes);
+	return 0;
+}
+
+static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
+{
+	struct flow_state *s;
+	int err;
+
+	m->nattach = 0;
+	m->choice[0] = '\0';
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	m->priv = s;
+	s->track_capacity = cfg->flow_capacity;
+	s->agg_capacity = cfg->flow_capacity;
+	s->cgroups = cgroup_cache_new(cfg->cgroup_root, 4096);
+	if (!s->cgroups) {
+		err = -ENOMEM;
+		snprintf(m->error, sizeof(m->error), "out of memory");
+		goto out_unload;
+	}
+	s->skel = flow_bpf__open();
+	if (!s->skel) {
+		err = -errno;
+		snprintf(m->error, sizeof(m->error), "cannot open BPF object: %s", strerror(-err));
+		goto out_unload;
+	}
+	bpf_map__set_max_entries(s->skel->maps.flow_conns, cfg->flow_capacity);
+	err = flow_choose(m, s);
+	if (err)
+		goto out_unload;
+	err = flow_bpf__load(s->skel);
+	if (err) {
+		snprintf(m->error, sizeof(m->error), "cannot load BPF programs: %s",
+			 strerror(-err));
+		goto out_unload;
+	}
+	/* the iterator is run by hand below, not attached */
+	bpf_program__set_autoattach(s->skel->progs.flow_discover, false);
+	err = flow_bpf__attach(s->skel);
+	if (err) {
+		snprintf(m->error, sizeof(m->error), "cannot attach: %s", strerror(-err));
+		goto out_unload;
+	}
+	s->events = ring_buffer__new(bpf_map__fd(s->skel->maps.flow_events), handle_close, s, NULL);
+	if (!s->events) {
+		err = -errno;
+		snprintf(m->error, sizeof(m->error), "cannot open ring buffer: %s", strerror(-err));
+		goto out_unload;
+	}
+	for (size_t i = 0; i < m->nattach; i++)
+		if (!strcmp(m->attach[i].status, "chosen"))
+			snprintf(m->attach[i].status, sizeof(m->attach[i].status), "attached");
+	err = flow_discover(s);
+	/* the last note is iter/tcp's: it runs once, here */
+	if (err)
+		/* connections older than the agent then appear at their next send or receive */
+		snprintf(m->attach[m->nattach - 1].status, sizeof(m->attach[0].status),
+			 "failed: %s; older connections appear at their next send/recv",
+			 strerror(-err));
+	else
+		snprintf(m->attach[m->nattach - 1].status, sizeof(m->attach[0].status),
+			 "ran at start: %llu connections, %zu listeners",
+			 (unsigned long long)s->found_at_start, s->nlisteners);
+	return 0;
+
+out_unload:
+	for (size_t i = 0; i < m->nattach; i++)
+		if (!strcmp(m->attach[i].status, "chosen"))
+			snprintf(m->attach[i].status, sizeof(m->attach[i].status),
+				 "not attached: module failed");
+	flow_unload(m);
+	return err;
+}
+
+struct plumb_module flow_module = {
+	.name = "flow",
+	.summary = "TCP connections and bytes per process, peer and server port",
+	.load = flow_load,
+	.tick = flow_tick,
+	.collect = flow_collect,
+	.health = flow_health,
+	.unload = flow_unload,
+};

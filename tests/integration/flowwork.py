@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""TCP workloads with exact byte counts for the flow tests. Joins a cgroup first.
+
+  flowwork.py CGDIR server HOST PORT REPLY      accept forever; read each connection to EOF,
+                                               then send REPLY bytes and close
+  flowwork.py CGDIR client HOST PORT N SIZE     N connections: send SIZE bytes, half-close,
+                                               read the reply to EOF, close
+  flowwork.py CGDIR hold HOST PORT              one connection driven by stdin lines:
+                                               "send N", "close" (prints "done" after each)
+"""
+import socket
+import sys
+
+
+def join(cgdir):
+    with open(f"{cgdir}/cgroup.procs", "w") as f:
+        f.write("0")
+
+
+def connect(host, port):
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    c = socket.socket(family, socket.SOCK_STREAM)
+    c.connect((host, port))
+    return c
+
+
+def drain(c):
+    n = 0
+    while True:
+        b = c.recv(65536)
+        if not b:
+            return n
+        n += len(b)
+
+
+def main():
+    cgdir, mode, host, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    join(cgdir)
+    if mode == "server":
+        reply = int(sys.argv[5])
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        srv = socket.socket(family, socket.SOCK_STREAM)
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind((host, port))
+        srv.listen(1024)
+        print("listening", flush=True)
+        while True:
+            c, _ = srv.accept()
+            drain(c)
+            c.sendall(b"r" * reply)
+            c.close()
+    elif mode == "client":
+        n, size = int(sys.argv[5]), int(sys.argv[6])
+        for _ in range(n):
+            c = connect(host, port)
+            c.sendall(b"s" * size)
+            c.shutdown(socket.SHUT_WR)
+            drain(c)
+            c.close()
+        print("done", flush=True)
+    elif mode == "hold":
+        c = connect(host, port)
+        print("connected", flush=True)
+        for line in sys.stdin:
+            words = line.split()
+            if words[0] == "send":
+                c.sendall(b"h" * int(words[1]))
+            elif words[0] == "close":
+                c.shutdown(socket.SHUT_WR)
+                drain(c)
+                c.close()
+            print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""flow module: TCP connections and payload bytes per owner, peer and server port, exact.
+
+Ground truth: tests/integration/flowwork.py sends and receives known byte counts from
+processes the test puts in cgroups of its own; the agent's counters must equal them.
+"""
+# plumb-module: flow
+
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lib import (Agent, Cleanup, Runner, free_port, make_cgroup, require_root,  # noqa: E402
+                 settle, value)
+
+FLOWWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flowwork.py")
+
+
+def start(cleanup, cg, *args):
+    p = subprocess.Popen([sys.executable, FLOWWORK, cg, *map(str, args)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    cleanup.add(stop, p)
+    return p
+
+
+def stop(p):
+    if p.poll() is None:
+        p.kill()
+        p.wait()
+
+
+def expect_line(p, want):
+    line = p.stdout.readline().strip()
+    assert line == want, f"workload said {line!r}, expected {want!r}"
+
+
+def server(cleanup, cg, host, port, reply):
+    p = start(cleanup, cg, "server", host, port, reply)
+    expect_line(p, "listening")
+    return p
+
+
+def run_client(cg, host, port, n, size):
+    r = subprocess.run([sys.executable, FLOWWORK, cg, "client", host, str(port), str(n),
+                        str(size)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "done", r
+
+
+def flow(m, label, role, port, direction=None, peer="127.0.0.1"):
+    labels = dict(cgroup=label, role=role, peer_port=str(port), peer_addr=peer, comm="python3")
+    if direction is None:
+        return value(m, "plumb_flow_connections_total", **labels)
+    return value(m, "plumb_flow_bytes_total", direction=direction, **labels)
+
+
+def check_pair(agent, cli, srv, port, n, size, reply, peer="127.0.0.1"):
+    """Both ends of n connections of size bytes out and reply bytes back, exactly."""
+    want = {(cli, "client", "tx"): n * size, (cli, "client", "rx"): n * reply,
+            (srv, "server", "rx"): n * size, (srv, "server", "tx"): n * reply}
+
+    def seen(m):
+        return {k: flow(m, k[0], k[1], port, k[2], peer) for k in want}
+
+    m = settle(agent, lambda m: seen(m) == want and flow(m, cli, "client", port, peer=peer) == n
+               and flow(m, srv, "server", port, peer=peer) == n, timeout=10)
+    assert seen(m) == want, f"bytes: expected {want}, seen {seen(m)}"
+    for label, role in ((cli, "client"), (srv, "server")):
+        got = flow(m, label, role, port, peer=peer)
+        assert got == n, f"{role} {label}: {got} connections, expected {n}"
+
+
+def test_tcp_loopback_exact(agent, cleanup):
+    """Five connections over loopback, both ends in their own cgroups, exact both ways."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/flow-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/flow-cli")
+    port = free_port()
+    server(cleanup, cgs, "127.0.0.1", port, 54321)
+    run_client(cgc, "127.0.0.1", port, 5, 1234567)
+    check_pair(agent, cli, srv, port, 5, 1234567, 54321)
+
+
+def test_ipv6(agent, cleanup):
+    """The same over ::1: peer_addr is the IPv6 address."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/flow6-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/flow6-cli")
+    port = free_port()
+    server(cleanup, cgs, "::1", port, 777)
+    run_client(cgc, "::1", port, 3, 4096)
+    check_pair(agent, cli, srv, port, 3, 4096, 777, peer="::1")
+
+
+def test_short_connections(agent, cleanup):
+    """1,000 connections of well under a millisecond each: every one counted, bytes exact."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/short-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/short-cli")
+    port = free_port()
+    server(cleanup, cgs, "127.0.0.1", port, 10)
+    t0 = time.time()
+    run_client(cgc, "127.0.0.1", port, 1000, 100)
+    per = (time.time() - t0) / 1000
+    check_pair(agent, cli, srv, port, 1000, 100, 10)
+    assert per < 0.005, f"connections took {per * 1000:.2f} ms each: not short"
+
+
+def test_live_bytes(agent, cleanup):
+    """An open connection's bytes show while it is open, and add up when it closes."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/live-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/live-cli")
+    port = free_port()
+    server(cleanup, cgs, "127.0.0.1", port, 999)
+    hold = start(cleanup, cgc, "hold", "127.0.0.1", port)
+    expect_line(hold, "connected")
+    hold.stdin.write("send 300000\n")
+    hold.stdin.flush()
+    expect_line(hold, "done")
+    m = settle(agent, lambda m: flow(m, srv, "server", port, "rx") == 300000)
+    assert flow(m, cli, "client", port, "tx") == 300000, "client tx while open"
+    assert flow(m, srv, "server", port, "rx") == 300000, "server rx while open"
+    assert flow(m, cli, "client", port) == 1, "the open connection is counted"
+    hold.stdin.write("send 5\nclose\n")
+    hold.stdin.flush()
+    expect_line(hold, "done")
+    expect_line(hold, "done")
+    check_pair(agent, cli, srv, port, 1, 300005, 999)
+
+
+def test_older_than_agent(cleanup):
+    """A connection open before the agent starts is found and counted from then on; the
+    accepting side is a server because its port was listening."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/old-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/old-cli")
+    port = free_port()
+    server(cleanup, cgs, "127.0.0.1", port, 4444)
+    hold = start(cleanup, cgc, "hold", "127.0.0.1", port)
+    expect_line(hold, "connected")
+    hold.stdin.write("send 1000\n")  # before the agent: not counted
+    hold.stdin.flush()
+    expect_line(hold, "done")
+    time.sleep(0.3)  # the server has read them
+    agent = Agent(cleanup, "--modules", "flow", wait_for_module=False)
+    settle(agent, lambda m: value(m, "plumb_module_up", module="flow") == 1)
+    hold.stdin.write("send 2222\nclose\n")
+    hold.stdin.flush()
+    expect_line(hold, "done")
+    expect_line(hold, "done")
+    check_pair(agent, cli, srv, port, 1, 2222, 4444)
+    agent.stop()
+
+
+def main():
+    require_root()
+    runner = Runner()
+    cleanup = Cleanup()
+    try:
+        agent = Agent(cleanup, "--modules", "flow", wait_for_module=False)
+        settle(agent, lambda m: value(m, "plumb_module_up", module="flow") == 1)
+        assert "module flow: up" in agent.output(), agent.output()
+        runner.run("flow: TCP over loopback, exact both ends", test_tcp_loopback_exact, agent,
+                   cleanup)
+        runner.run("flow: TCP over IPv6 loopback", test_ipv6, agent, cleanup)
+        runner.run("flow: 1,000 short connections", test_short_connections, agent, cleanup)
+        runner.run("flow: bytes of an open connection", test_live_bytes, agent, cleanup)
+        runner.run("flow: a connection older than the agent", test_older_than_agent, cleanup)
+    except Exception as e:
+        runner.failed += 1
+        print(f"FAIL setup: {e}")
+    finally:
+        cleanup.run()
+    return runner.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
