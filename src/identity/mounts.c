@@ -91,6 +91,7 @@ static void rescan(struct mount_cache *c)
 
 	c->last_scan_ms = monotonic_ms();
 	c->rescans++;
+	c->stale = false; /* whatever changed before this point is in the new tables */
 	clear_namespaces(c);
 	add_namespace(c, "self");
 	proc = opendir("/proc");
@@ -165,6 +166,12 @@ static const struct mount_entry *find_any(const struct mount_cache *c, uint32_t 
 			return e;
 	}
 	return NULL;
+}
+
+bool mount_cache_fresh(struct mount_cache *c)
+{
+	check_changes(c);
+	return !c->stale;
 }
 
 const struct mount_entry *mount_cache_lookup(struct mount_cache *c, uint32_t mnt_id)

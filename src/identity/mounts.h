@@ -3,6 +3,7 @@
 #ifndef PLUMB_MOUNTS_H
 #define PLUMB_MOUNTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,6 +19,12 @@ struct mount_cache_stats {
 /* max_ns bounds the namespaces kept; rescans on a miss happen at most every min_rescan_ms. */
 struct mount_cache *mount_cache_new(size_t max_ns, unsigned int min_rescan_ms);
 void mount_cache_free(struct mount_cache *c);
+/*
+ * Whether the tables are current: a mount change seen in the agent's namespace is rescanned
+ * at once when the rate limit allows, else false until it does (callers that place paths by
+ * mount point wait rather than use a table that lacks the new mount).
+ */
+bool mount_cache_fresh(struct mount_cache *c);
 /* The mount with this id in any namespace (the agent's own first), or NULL. */
 const struct mount_entry *mount_cache_lookup(struct mount_cache *c, uint32_t mnt_id);
 /* The mount table of one mount namespace (by its inode number), or NULL. */

@@ -315,7 +315,9 @@ static int io_tick(struct plumb_module *m)
 	int check = now - s->last_expiry_ms >= IO_EXPIRY_CHECK_MS, exists = 1;
 	size_t n;
 
-	ring_buffer__consume(s->events);
+	/* path events wait in the ring buffer while a new mount is not in the tables yet */
+	if (mount_cache_fresh(s->mounts))
+		ring_buffer__consume(s->events);
 	read_map(s);
 	list = entry_list(s, &n);
 	if (!list)
