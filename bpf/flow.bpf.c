@@ -236,6 +236,58 @@ int BPF_PROG(flow_recv, struct sock *sk, int ret, int flags)
 	return count_bytes(sk, ret, false);
 }
 
+/* Layout of the syscalls/sys_exit_* tracepoints (their format files). */
+struct syscall_exit_ctx {
+	__u64 common;
+	int nr;
+	int pad;
+	long ret;
+};
+
+/*
+ * accept/accept4 return the accepted socket in the accepting process: it owns the connection
+ * (a pre-forked server's worker, not the master that listened). The cookie was generated at
+ * ESTABLISHED (bpf_get_socket_cookie), so it is read from the socket here: syscall
+ * tracepoint programs have no cookie helper.
+ */
+static __always_inline int accept_exit(struct syscall_exit_ctx *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = task->files->fdt;
+	struct file *file = NULL, **fds;
+	struct socket *sock;
+	struct flow_conn *c;
+	__u64 cookie;
+	long fd = ctx->ret;
+
+	if (fd < 0 || fd >= fdt->max_fds)
+		return 0;
+	fds = fdt->fd;
+	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
+	if (!file)
+		return 0;
+	sock = BPF_CORE_READ(file, private_data);
+	cookie = BPF_CORE_READ(sock, sk, __sk_common.skc_cookie.counter);
+	if (!cookie)
+		return 0;
+	c = bpf_map_lookup_elem(&flow_conns, &cookie);
+	if (c && !c->tgid)
+		set_owner(c);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_accept4")
+int flow_accept4(struct syscall_exit_ctx *ctx)
+{
+	return accept_exit(ctx);
+}
+
+SEC("tracepoint/syscalls/sys_exit_accept")
+int flow_accept(struct syscall_exit_ctx *ctx)
+{
+	return accept_exit(ctx);
+}
+
 /*
  * Once at start, in the agent's network namespace: listening ports, and connections that were
  * established before the agent (entered into flow_conns: counted from now on).

@@ -249,6 +249,7 @@ int agent_run(const struct agent_options *o)
 		.io_latency = o->io_latency,
 		.io_latency_sample = o->io_latency_sample,
 		.flow_capacity = o->flow_capacity,
+		.flow_bytes = o->flow_bytes,
 	};
 	struct sigaction sa = { .sa_handler = on_signal };
 	char cgroup_root[4096], err[256];

@@ -167,6 +167,7 @@ enum {
 	OPT_CHECK,
 	OPT_LATENCY_SAMPLE,
 	OPT_FLOW_CAPACITY,
+	OPT_NO_FLOW_BYTES,
 };
 
 enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, char *err,
@@ -183,6 +184,7 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 		{ "no-io-latency", no_argument, NULL, OPT_NO_LATENCY },
 		{ "io-latency-sample", required_argument, NULL, OPT_LATENCY_SAMPLE },
 		{ "flow-capacity", required_argument, NULL, OPT_FLOW_CAPACITY },
+		{ "no-flow-bytes", no_argument, NULL, OPT_NO_FLOW_BYTES },
 		{ 0 },
 	};
 	unsigned int ms;
@@ -197,6 +199,7 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 	o->io_latency = true;
 	o->io_latency_sample = PLUMB_DEFAULT_LATENCY_SAMPLE;
 	o->flow_capacity = 131072;
+	o->flow_bytes = true;
 	optind = 0;
 	opterr = 0;
 	while ((c = next_opt(argc, argv, opts, ":l:m:vh", err, errlen)) != -1) {
@@ -248,6 +251,9 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 					 optarg);
 				return CLI_ERROR;
 			}
+			break;
+		case OPT_NO_FLOW_BYTES:
+			o->flow_bytes = false;
 			break;
 		default:
 			return CLI_ERROR;

@@ -22,6 +22,7 @@ struct agent_options {
 	bool io_latency;
 	unsigned int io_latency_sample;
 	unsigned int flow_capacity;
+	bool flow_bytes;
 };
 
 struct io_options {

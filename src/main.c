@@ -35,6 +35,7 @@ static void agent_usage(FILE *out)
 		"      --no-io-latency      no latency histogram: no sys_enter programs at all\n"
 		"      --flow-capacity N    TCP connections the flow module follows at once\n"
 		"                           (default 131072)\n"
+		"      --no-flow-bytes      connections only: no per-call byte counting\n"
 		"  -v, --verbose            more log output (twice: libbpf's too)\n"
 		"  -h, --help               this help\n"
 		"\n"

@@ -17,6 +17,7 @@ struct plumb_config {
 	bool io_latency; /* enter timestamps for the latency histogram */
 	unsigned int io_latency_sample; /* time one call in this many (a power of two) */
 	unsigned int flow_capacity; /* TCP connections the flow module follows at once */
+	bool flow_bytes; /* count bytes per call (sock_send_length/sock_recv_length) */
 };
 
 #define MODULE_MAX_MAPS	   4

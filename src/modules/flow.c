@@ -462,14 +462,14 @@ static void flow_unload(struct plumb_module *m)
 }
 
 /* Chooses programs from what the kernel offers; records the choices in m. */
-static int flow_choose(struct plumb_module *m, struct flow_state *s)
+static int flow_choose(struct plumb_module *m, struct flow_state *s, const struct plumb_config *cfg)
 {
 	static const enum kernel_feature required[] = { FEAT_BTF, FEAT_TP_BTF, FEAT_RINGBUF };
 	static const struct {
 		const char *tracepoint;
 		int nargs;
 	} bytes_tps[] = { { "sock_send_length", 3 }, { "sock_recv_length", 3 } };
-	const char *why_bytes = "";
+	const char *why_bytes = "", *off = "";
 
 	for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
 		if (!kernel_has(required[i])) {
@@ -490,18 +490,34 @@ static int flow_choose(struct plumb_module *m, struct flow_state *s)
 			   s->skel->rodata->close_at_destroy ?
 				   "chosen" :
 				   "off: tracepoint missing, connections end at TCP_CLOSE");
-	s->bytes = true;
+	s->bytes = cfg->flow_bytes;
+	if (!s->bytes)
+		why_bytes = " (--no-flow-bytes)", off = "off: --no-flow-bytes";
 	for (size_t i = 0; i < sizeof(bytes_tps) / sizeof(bytes_tps[0]); i++)
-		if (tracepoint_btf_args(bytes_tps[i].tracepoint) != bytes_tps[i].nargs) {
+		if (s->bytes &&
+		    tracepoint_btf_args(bytes_tps[i].tracepoint) != bytes_tps[i].nargs) {
 			s->bytes = false;
 			why_bytes = " (unsupported: no sock_send_length/sock_recv_length, 6.3+)";
+			off = "off: tracepoint missing, bytes unsupported";
 		}
 	bpf_program__set_autoload(s->skel->progs.flow_send, s->bytes);
 	bpf_program__set_autoload(s->skel->progs.flow_recv, s->bytes);
-	module_attach_note(m, "tp_btf/sock_send_length", "flow_send",
-			   s->bytes ? "chosen" : "off: tracepoint missing, bytes unsupported");
-	module_attach_note(m, "tp_btf/sock_recv_length", "flow_recv",
-			   s->bytes ? "chosen" : "off: tracepoint missing, bytes unsupported");
+	module_attach_note(m, "tp_btf/sock_send_length", "flow_send", s->bytes ? "chosen" : off);
+	module_attach_note(m, "tp_btf/sock_recv_length", "flow_recv", s->bytes ? "chosen" : off);
+	if (!kernel_has(FEAT_SYSCALL_TRACEPOINTS) ||
+	    !tracepoint_exists("syscalls", "sys_exit_accept4") ||
+	    !tracepoint_exists("syscalls", "sys_exit_accept")) {
+		/* owners of accepted connections then come from their first read or write */
+		bpf_program__set_autoload(s->skel->progs.flow_accept4, false);
+		bpf_program__set_autoload(s->skel->progs.flow_accept, false);
+		module_attach_note(m, "syscalls/sys_exit_accept4", "flow_accept4",
+				   "off: tracepoint missing");
+		module_attach_note(m, "syscalls/sys_exit_accept", "flow_accept",
+				   "off: tracepoint missing");
+	} else {
+		module_attach_note(m, "syscalls/sys_exit_accept4", "flow_accept4", "chosen");
+		module_attach_note(m, "syscalls/sys_exit_accept", "flow_accept", "chosen");
+	}
 	module_attach_note(m, "iter/tcp", "flow_discover", "chosen");
 	snprintf(m->choice, sizeof(m->choice),
 		 "TCP connections from inet_sock_set_state; bytes %s%s",
@@ -535,7 +551,7 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 		goto out_unload;
 	}
 	bpf_map__set_max_entries(s->skel->maps.flow_conns, cfg->flow_capacity);
-	err = flow_choose(m, s);
+	err = flow_choose(m, s, cfg);
 	if (err)
 		goto out_unload;
 	err = flow_bpf__load(s->skel);

@@ -149,6 +149,21 @@ def test_older_than_agent(cleanup):
     agent.stop()
 
 
+def test_connections_only(cleanup):
+    """--no-flow-bytes: connections still counted, and no byte counter at all (not zeros)."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/nobytes-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/nobytes-cli")
+    agent = Agent(cleanup, "--modules", "flow", "--no-flow-bytes", wait_for_module=False)
+    settle(agent, lambda m: value(m, "plumb_module_up", module="flow") == 1)
+    port = free_port()
+    server(cleanup, cgs, "127.0.0.1", port, 10)
+    run_client(cgc, "127.0.0.1", port, 7, 10)
+    m = settle(agent, lambda m: flow(m, srv, "server", port) == 7)
+    assert flow(m, cli, "client", port) == 7 and flow(m, srv, "server", port) == 7
+    assert not [k for k in m if k[0] == "plumb_flow_bytes_total"], "bytes exported"
+    agent.stop()
+
+
 def main():
     require_root()
     runner = Runner()
@@ -163,6 +178,7 @@ def main():
         runner.run("flow: 1,000 short connections", test_short_connections, agent, cleanup)
         runner.run("flow: bytes of an open connection", test_live_bytes, agent, cleanup)
         runner.run("flow: a connection older than the agent", test_older_than_agent, cleanup)
+        runner.run("flow: connections only", test_connections_only, cleanup)
     except Exception as e:
         runner.failed += 1
         print(f"FAIL setup: {e}")

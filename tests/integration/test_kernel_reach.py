@@ -43,7 +43,8 @@ def check_table(**env):
     rows, verdicts = {}, {}
     for line in r.stdout.splitlines():
         f = line.split(None, 3)
-        if len(f) == 4 and f[0] == "io" and f[1].startswith("syscalls/"):
+        if len(f) == 4 and f[0] in ("io", "flow") and f[1].split("/")[0] in ("syscalls",
+                                                                             "tp_btf"):
             rows[f[1]] = (f[2], f[3])
         elif len(f) >= 2 and f[1] in ("available", "unavailable"):
             verdicts[f[0]] = line
@@ -53,14 +54,16 @@ def check_table(**env):
 def attached_points(pid):
     """The tracepoints the kernel has BPF programs of this process attached to (bpftool)."""
     out = json.loads(sh("bpftool", "perf", "show", "-j").stdout or "[]")
-    return {f"syscalls/{e['tracepoint']}" for e in out
-            if e.get("pid") == pid and e.get("fd_type") == "tracepoint"}
+    kinds = {"tracepoint": "syscalls", "raw_tracepoint": "tp_btf"}
+    return {f"{kinds[e['fd_type']]}/{e['tracepoint']}" for e in out
+            if e.get("pid") == pid and e.get("fd_type") in kinds}
 
 
 def test_check_matches_attached(cleanup):
     """--check's table is what the agent really attaches, in every mode the probes can pick."""
     for env in ({}, {"PLUMB_TEST_HIDE": "task_pt_regs"}, {"PLUMB_TEST_HIDE": "task_storage"},
-                {"PLUMB_TEST_HIDE": "syscalls/sys_exit_creat"}):
+                {"PLUMB_TEST_HIDE": "syscalls/sys_exit_creat"},
+                {"PLUMB_TEST_HIDE": "sock_send_length,tcp_destroy_sock"}):
         rc, rows, verdicts, out = check_table(**env)
         assert rc == 0 and "io" in verdicts, f"{env}: --check exited {rc}:\n{out}"
         said = {p for p, (_, status) in rows.items() if status == "attached"}
@@ -71,6 +74,7 @@ def test_check_matches_attached(cleanup):
         assert said == real, f"{env}: --check says {sorted(said - real)} extra, " \
                              f"{sorted(real - said)} missing"
         assert len(real) >= 18, f"{env}: only {len(real)} attach points"
+        assert "tp_btf/inet_sock_set_state" in real, f"{env}: flow not attached"
 
 
 def test_args_at_enter_fallback(world, cleanup):

@@ -362,6 +362,7 @@ enum agent_field {
 	A_LATENCY = 1 << 7,
 	A_SAMPLE = 1 << 8,
 	A_FLOW = 1 << 9,
+	A_FLOW_BYTES = 1 << 10,
 };
 
 struct agent_case {
@@ -383,6 +384,7 @@ static void agent_defaults(struct agent_options *o)
 	o->io_latency = true;
 	o->io_latency_sample = PLUMB_DEFAULT_LATENCY_SAMPLE;
 	o->flow_capacity = 131072;
+	o->flow_bytes = true;
 }
 
 static void agent_want(const struct agent_case *c, struct agent_options *o)
@@ -408,15 +410,17 @@ static void agent_want(const struct agent_case *c, struct agent_options *o)
 		o->io_latency_sample = c->want.io_latency_sample;
 	if (c->set & A_FLOW)
 		o->flow_capacity = c->want.flow_capacity;
+	if (c->set & A_FLOW_BYTES)
+		o->flow_bytes = c->want.flow_bytes;
 }
 
 static void agent_str(const struct agent_options *o, char *buf, size_t len)
 {
 	snprintf(buf, len,
 		 "addr=%s port=%u modules=%#x verbose=%d check=%d grace_s=%u io_capacity=%u "
-		 "io_latency=%d io_latency_sample=%u flow_capacity=%u",
+		 "io_latency=%d io_latency_sample=%u flow_capacity=%u flow_bytes=%d",
 		 o->addr, o->port, o->modules, o->verbose, o->check, o->grace_s, o->io_capacity,
-		 o->io_latency, o->io_latency_sample, o->flow_capacity);
+		 o->io_latency, o->io_latency_sample, o->flow_capacity, o->flow_bytes);
 }
 
 static void test_agent_defaults(void **state)
@@ -474,6 +478,7 @@ static void test_agent_options(void **state)
 		{ { "--io-capacity", "16" }, A_CAPACITY, { .io_capacity = 16 } },
 		{ { "--io-capacity=1048576" }, A_CAPACITY, { .io_capacity = 1048576 } },
 		{ { "--flow-capacity", "100000" }, A_FLOW, { .flow_capacity = 100000 } },
+		{ { "--no-flow-bytes" }, A_FLOW_BYTES, { .flow_bytes = false } },
 		{ { "--no-io-latency" }, A_LATENCY, { .io_latency = false } },
 		{ { "--io-latency-sample", "1" }, A_SAMPLE, { .io_latency_sample = 1 } },
 		{ { "--io-latency-sample", "64" }, A_SAMPLE, { .io_latency_sample = 64 } },
