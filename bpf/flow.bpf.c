@@ -32,6 +32,13 @@ char LICENSE[] SEC("license") = "GPL";
  * after that start a new entry (counted, but as one more connection).
  */
 const volatile bool close_at_destroy = true;
+/*
+ * Where bytes come from. false: per call, sock_send_length/sock_recv_length (6.3+): what the
+ * application wrote and read. true (kernels without them, or --flow-bytes counters): TCP's own
+ * counters, read when the socket is freed and, for live connections, by the flow_discover
+ * iterator before each read of the map: bytes sent (less retransmissions) and received.
+ */
+const volatile bool bytes_from_counters = false;
 
 #define AF_INET	    2
 #define AF_INET6    10
@@ -70,6 +77,46 @@ struct {
 } flow_lost SEC(".maps");
 
 static const struct flow_conn zero_conn;
+
+/*
+ * sk_flags moved from struct sock into struct sock_common (skc_flags) after 6.12; 6.1 and
+ * 6.12 have sock.sk_flags, 6.18 sock_common.skc_flags (checked in both kernels' BTF).
+ */
+struct sock___with_sk_flags {
+	unsigned long sk_flags;
+} __attribute__((preserve_access_index));
+
+static __always_inline unsigned long sock_flags(const struct sock *sk)
+{
+	if (bpf_core_field_exists(struct sock_common, skc_flags))
+		return BPF_CORE_READ(sk, __sk_common.skc_flags);
+	return BPF_CORE_READ((struct sock___with_sk_flags *)sk, sk_flags);
+}
+
+/*
+ * TCP's own payload counts. Sent: bytes_sent counts every data byte put on the wire,
+ * retransmissions included, so they are taken out (both since 4.19). Received: bytes_received
+ * advances with rcv_nxt, which a FIN moves by one: SOCK_DONE is set when the FIN arrives
+ * (tcp_fin()), so it is taken out then. Received means received by TCP, read or not.
+ */
+static __always_inline void tcp_counts(const struct sock *sk, __u64 *tx, __u64 *rx)
+{
+	const struct tcp_sock *tp = (const struct tcp_sock *)sk;
+	__u64 done = sock_flags(sk) >> bpf_core_enum_value(enum sock_flags, SOCK_DONE) & 1;
+
+	*tx = BPF_CORE_READ(tp, bytes_sent) - BPF_CORE_READ(tp, bytes_retrans);
+	*rx = BPF_CORE_READ(tp, bytes_received) - done;
+}
+
+/* counters mode: the connection's counts since it was first seen */
+static __always_inline void counts_update(struct flow_conn *c, const struct sock *sk)
+{
+	__u64 tx, rx;
+
+	tcp_counts(sk, &tx, &rx);
+	c->tx = tx - c->base_tx;
+	c->rx = rx - c->base_rx;
+}
 
 static __always_inline void count_lost(__u32 reason)
 {
@@ -137,6 +184,8 @@ static __always_inline void conn_end(const struct sock *sk)
 	c = bpf_map_lookup_elem(&flow_conns, &cookie);
 	if (!c)
 		return;
+	if (c->established && bytes_from_counters)
+		counts_update(c, sk);
 	if (c->established) {
 		e = bpf_ringbuf_reserve(&flow_events, sizeof(*e), 0);
 		if (e) {
@@ -180,6 +229,8 @@ int BPF_PROG(flow_state, const struct sock *sk, const int oldstate, const int ne
 		if (c) {
 			c->role = oldstate == TCP_SYN_SENT ? FLOW_ROLE_CLIENT : FLOW_ROLE_SERVER;
 			set_tuple(c, sk);
+			if (bytes_from_counters)
+				tcp_counts(sk, &c->base_tx, &c->base_rx);
 			c->established = 1;
 		}
 		return 0;
@@ -319,9 +370,18 @@ int flow_discover(struct bpf_iter__tcp *ctx)
 		return 0;
 	e.cookie = bpf_get_socket_cookie(tp);
 	c = conn_get(e.cookie, &created);
-	if (!c || !created)
-		return 0; /* known already (opened since the agent attached), or no room */
+	if (!c)
+		return 0;
+	if (!created) {
+		/* known already: counters mode reads its live counts here, before each read */
+		if (bytes_from_counters && c->established)
+			counts_update(c, (struct sock *)tp);
+		return 0;
+	}
 	set_tuple(c, (struct sock *)tp);
+	if (bytes_from_counters)
+		tcp_counts((struct sock *)tp, &c->base_tx, &c->base_rx);
+	c->ino = BPF_CORE_READ((struct sock *)tp, sk_socket, file, f_inode, i_ino);
 	c->established = 1;
 	e.kind = FLOW_FOUND;
 	__builtin_memcpy(&e.conn, c, sizeof(*c));

@@ -26,6 +26,9 @@ enum flow_lost_reason {
 /* One TCP connection, value of the flow_conns hash (key: socket cookie). */
 struct flow_conn {
 	__u64 tx, rx; /* payload bytes sent and received since the agent attached */
+	__u64 base_tx, base_rx; /* counters mode: the socket's own counts when first seen */
+	__u64 ino; /* socket inode, for connections older than the agent: user space finds the
+		    * owner in /proc/<pid>/fd */
 	__u64 cgroup_id; /* owner: the process that connected, or first sent or received */
 	__u32 tgid;
 	__u32 netns; /* network namespace inode number */

@@ -167,7 +167,7 @@ enum {
 	OPT_CHECK,
 	OPT_LATENCY_SAMPLE,
 	OPT_FLOW_CAPACITY,
-	OPT_NO_FLOW_BYTES,
+	OPT_FLOW_BYTES,
 };
 
 enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, char *err,
@@ -184,7 +184,7 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 		{ "no-io-latency", no_argument, NULL, OPT_NO_LATENCY },
 		{ "io-latency-sample", required_argument, NULL, OPT_LATENCY_SAMPLE },
 		{ "flow-capacity", required_argument, NULL, OPT_FLOW_CAPACITY },
-		{ "no-flow-bytes", no_argument, NULL, OPT_NO_FLOW_BYTES },
+		{ "flow-bytes", required_argument, NULL, OPT_FLOW_BYTES },
 		{ 0 },
 	};
 	unsigned int ms;
@@ -199,7 +199,7 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 	o->io_latency = true;
 	o->io_latency_sample = PLUMB_DEFAULT_LATENCY_SAMPLE;
 	o->flow_capacity = 131072;
-	o->flow_bytes = true;
+	o->flow_bytes = FLOW_BYTES_AUTO;
 	optind = 0;
 	opterr = 0;
 	while ((c = next_opt(argc, argv, opts, ":l:m:vh", err, errlen)) != -1) {
@@ -252,9 +252,21 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 				return CLI_ERROR;
 			}
 			break;
-		case OPT_NO_FLOW_BYTES:
-			o->flow_bytes = false;
+		case OPT_FLOW_BYTES: {
+			static const char *const modes[] = { "auto", "calls", "counters", "off" };
+			size_t k = 0;
+
+			while (k < 4 && strcmp(optarg, modes[k]))
+				k++;
+			if (k == 4) {
+				snprintf(err, errlen,
+					 "--flow-bytes: '%s' is not auto, calls, counters or off",
+					 optarg);
+				return CLI_ERROR;
+			}
+			o->flow_bytes = (enum flow_bytes_mode)k;
 			break;
+		}
 		default:
 			return CLI_ERROR;
 		}

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plumb.h"
+
 #define PLUMB_DEFAULT_ADDR	     "127.0.0.1"
 #define PLUMB_DEFAULT_PORT	     9977
 #define PLUMB_DEFAULT_LATENCY_SAMPLE 16
@@ -22,7 +24,7 @@ struct agent_options {
 	bool io_latency;
 	unsigned int io_latency_sample;
 	unsigned int flow_capacity;
-	bool flow_bytes;
+	enum flow_bytes_mode flow_bytes;
 };
 
 struct io_options {

@@ -10,6 +10,14 @@
 struct prom_writer;
 struct bpf_object;
 
+/* --flow-bytes: per call (sock_send_length/sock_recv_length), TCP's counters, or none. */
+enum flow_bytes_mode {
+	FLOW_BYTES_AUTO = 0, /* calls where the kernel has the tracepoints, else counters */
+	FLOW_BYTES_CALLS,
+	FLOW_BYTES_COUNTERS,
+	FLOW_BYTES_OFF,
+};
+
 struct plumb_config {
 	const char *cgroup_root; /* cgroup2 mount point, found in /proc/self/mountinfo */
 	unsigned int cgroup_grace_s; /* how long a removed cgroup's counts stay exported */
@@ -17,7 +25,7 @@ struct plumb_config {
 	bool io_latency; /* enter timestamps for the latency histogram */
 	unsigned int io_latency_sample; /* time one call in this many (a power of two) */
 	unsigned int flow_capacity; /* TCP connections the flow module follows at once */
-	bool flow_bytes; /* count bytes per call (sock_send_length/sock_recv_length) */
+	enum flow_bytes_mode flow_bytes; /* where the flow module's byte counts come from */
 };
 
 #define MODULE_MAX_MAPS	   4

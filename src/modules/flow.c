@@ -6,11 +6,13 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <dirent.h>
 #include <search.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -67,6 +69,8 @@ struct flow_listener {
 };
 
 struct flow_state {
+	const char *cgroup_root;
+	uint64_t last_owner_scan_ms;
 	struct flow_bpf *skel;
 	struct ring_buffer *events;
 	struct cgroup_cache *cgroups;
@@ -74,7 +78,9 @@ struct flow_state {
 	size_t ntracks, naggs, track_capacity, agg_capacity;
 	struct flow_listener listeners[FLOW_LISTENERS_MAX];
 	size_t nlisteners;
-	bool bytes; /* sock_send_length/sock_recv_length attached */
+	enum flow_bytes_mode bytes; /* CALLS, COUNTERS or OFF once chosen */
+	struct bpf_link
+		*iter; /* flow_discover, run at load and, counting from counters, per read */
 	uint64_t read_gen, in_map;
 	uint64_t tracks_full, aggs_full, found_at_start;
 	__u64 keys[FLOW_BATCH];
@@ -217,6 +223,134 @@ static int handle_close(void *ctx, void *data, size_t len)
 	return 0;
 }
 
+/*
+ * Runs flow_discover (iter/tcp, the agent's network namespace): at load for listening ports
+ * and connections established before the agent; counting from TCP's counters, also before
+ * each read of the map, to bring live connections' counts up to date.
+ */
+static int flow_iterate(struct flow_state *s)
+{
+	struct flow_event e;
+	int fd;
+
+	if (!s->iter)
+		return -ENOENT;
+	fd = bpf_iter_create(bpf_link__fd(s->iter));
+	if (fd < 0)
+		return -errno;
+	while (read(fd, &e, sizeof(e)) == sizeof(e)) {
+		if (e.kind == FLOW_LISTEN && s->nlisteners < FLOW_LISTENERS_MAX &&
+		    !is_listener(s, e.conn.netns, e.conn.lport)) {
+			s->listeners[s->nlisteners].netns = e.conn.netns;
+			s->listeners[s->nlisteners++].port = e.conn.lport;
+		} else if (e.kind == FLOW_FOUND) {
+			s->found_at_start++;
+		}
+	}
+	close(fd);
+	return 0;
+}
+
+/* The owner of a process: its tgid, command name and cgroup id (its cgroup2 directory inode). */
+static bool process_owner(struct flow_state *s, uint32_t pid, struct flow_conn *c)
+{
+	char path[4352], line[4096], *rel = NULL;
+	struct stat st;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "0::", 3)) {
+			rel = line + 3;
+			rel[strcspn(rel, "\n")] = '\0';
+			break;
+		}
+	fclose(f);
+	snprintf(path, sizeof(path), "%s%s", s->cgroup_root, rel && strcmp(rel, "/") ? rel : "");
+	if (!rel || stat(path, &st))
+		return false;
+	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+	f = fopen(path, "r");
+	memset(c->comm, 0, sizeof(c->comm));
+	if (f) {
+		if (fgets(c->comm, sizeof(c->comm), f))
+			c->comm[strcspn(c->comm, "\n")] = '\0';
+		fclose(f);
+	}
+	c->tgid = pid;
+	c->cgroup_id = st.st_ino;
+	return true;
+}
+
+/*
+ * Connections older than the agent have no owner until they send or receive (and, counting
+ * from TCP's counters, not even then): find the process holding the socket, as ss -p does.
+ * At most once a second, one pass over /proc for every connection still without an owner.
+ */
+#define FLOW_OWNER_SCAN_MS 1000
+#define FLOW_OWNER_WANTED  256
+
+static struct flow_track *owner_wanted[FLOW_OWNER_WANTED];
+static size_t owner_nwanted;
+
+static void owner_visit(const void *node, VISIT which, int depth)
+{
+	struct flow_track *t = *(struct flow_track *const *)node;
+
+	(void)depth;
+	if ((which == postorder || which == leaf) && !t->conn.tgid && t->conn.ino &&
+	    owner_nwanted < FLOW_OWNER_WANTED)
+		owner_wanted[owner_nwanted++] = t;
+}
+
+static void owners_find(struct flow_state *s)
+{
+	struct dirent *p, *fd;
+	DIR *proc, *fds;
+
+	owner_nwanted = 0;
+	twalk(s->tracks, owner_visit);
+	if (!owner_nwanted || monotonic_ms() - s->last_owner_scan_ms < FLOW_OWNER_SCAN_MS)
+		return;
+	s->last_owner_scan_ms = monotonic_ms();
+	proc = opendir("/proc");
+	if (!proc)
+		return;
+	while ((p = readdir(proc))) {
+		uint32_t pid = strtoul(p->d_name, NULL, 10);
+		char dir[64], link[64], path[320];
+
+		if (!pid)
+			continue;
+		snprintf(dir, sizeof(dir), "/proc/%u/fd", pid);
+		fds = opendir(dir);
+		if (!fds)
+			continue;
+		while ((fd = readdir(fds))) {
+			unsigned long long ino;
+			ssize_t n;
+
+			snprintf(path, sizeof(path), "%s/%s", dir, fd->d_name);
+			n = readlink(path, link, sizeof(link) - 1);
+			if (n <= 0)
+				continue;
+			link[n] = '\0';
+			if (sscanf(link, "socket:[%llu]", &ino) != 1)
+				continue;
+			/* kept in user space only: writing the kernel's entry back could undo
+			 * an atomic add made in between */
+			for (size_t i = 0; i < owner_nwanted; i++)
+				if (!owner_wanted[i]->conn.tgid && owner_wanted[i]->conn.ino == ino)
+					process_owner(s, pid, &owner_wanted[i]->conn);
+		}
+		closedir(fds);
+	}
+	closedir(proc);
+}
+
 /* twalk cannot carry a context: the read in progress, for the stale-entry sweep. */
 static struct flow_state *sweep_state;
 static struct flow_track *sweep_victims[FLOW_BATCH];
@@ -245,6 +379,8 @@ static void flow_read(struct flow_state *s)
 	uint64_t n = 0;
 
 	ring_buffer__consume(s->events);
+	if (s->bytes == FLOW_BYTES_COUNTERS)
+		flow_iterate(s);
 	s->read_gen++;
 	for (;;) {
 		__u32 count = FLOW_BATCH;
@@ -268,6 +404,7 @@ static void flow_read(struct flow_state *s)
 			break; /* -ENOENT: the end */
 	}
 	s->in_map = n;
+	owners_find(s);
 	sweep_state = s;
 	do {
 		sweep_n = 0;
@@ -275,34 +412,6 @@ static void flow_read(struct flow_state *s)
 		for (size_t i = 0; i < sweep_n; i++)
 			track_drop(s, sweep_victims[i]);
 	} while (sweep_n == FLOW_BATCH);
-}
-
-/* Once at load: listening ports, and connections established before the agent (iter/tcp). */
-static int flow_discover(struct flow_state *s)
-{
-	struct bpf_link *link;
-	struct flow_event e;
-	int fd;
-
-	link = bpf_program__attach_iter(s->skel->progs.flow_discover, NULL);
-	if (!link)
-		return -errno;
-	fd = bpf_iter_create(bpf_link__fd(link));
-	if (fd < 0) {
-		bpf_link__destroy(link);
-		return -errno;
-	}
-	while (read(fd, &e, sizeof(e)) == sizeof(e)) {
-		if (e.kind == FLOW_LISTEN && s->nlisteners < FLOW_LISTENERS_MAX) {
-			s->listeners[s->nlisteners].netns = e.conn.netns;
-			s->listeners[s->nlisteners++].port = e.conn.lport;
-		} else if (e.kind == FLOW_FOUND) {
-			s->found_at_start++;
-		}
-	}
-	close(fd);
-	bpf_link__destroy(link);
-	return 0;
 }
 
 static int flow_tick(struct plumb_module *m)
@@ -385,7 +494,7 @@ static int flow_collect(struct plumb_module *m, struct prom_writer *w)
 	collect_state = s;
 	twalk(s->aggs, collect_visit);
 
-	if (s->bytes) {
+	if (s->bytes != FLOW_BYTES_OFF) {
 		prom_family(w, "plumb_flow_bytes_total", PROM_COUNTER,
 			    "TCP payload bytes sent (tx) and received (rx) by the owning "
 			    "process, per peer and server port.");
@@ -450,6 +559,7 @@ static void flow_unload(struct plumb_module *m)
 	if (!s)
 		return;
 	ring_buffer__free(s->events);
+	bpf_link__destroy(s->iter);
 	if (s->skel)
 		links_destroy_parallel((struct bpf_link **)&s->skel->links,
 				       sizeof(s->skel->links) / sizeof(struct bpf_link *));
@@ -469,7 +579,8 @@ static int flow_choose(struct plumb_module *m, struct flow_state *s, const struc
 		const char *tracepoint;
 		int nargs;
 	} bytes_tps[] = { { "sock_send_length", 3 }, { "sock_recv_length", 3 } };
-	const char *why_bytes = "", *off = "";
+	const char *off;
+	bool calls;
 
 	for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
 		if (!kernel_has(required[i])) {
@@ -490,20 +601,33 @@ static int flow_choose(struct plumb_module *m, struct flow_state *s, const struc
 			   s->skel->rodata->close_at_destroy ?
 				   "chosen" :
 				   "off: tracepoint missing, connections end at TCP_CLOSE");
-	s->bytes = cfg->flow_bytes;
-	if (!s->bytes)
-		why_bytes = " (--no-flow-bytes)", off = "off: --no-flow-bytes";
-	for (size_t i = 0; i < sizeof(bytes_tps) / sizeof(bytes_tps[0]); i++)
-		if (s->bytes &&
-		    tracepoint_btf_args(bytes_tps[i].tracepoint) != bytes_tps[i].nargs) {
-			s->bytes = false;
-			why_bytes = " (unsupported: no sock_send_length/sock_recv_length, 6.3+)";
-			off = "off: tracepoint missing, bytes unsupported";
+	calls = tracepoint_btf_args(bytes_tps[0].tracepoint) == bytes_tps[0].nargs &&
+		tracepoint_btf_args(bytes_tps[1].tracepoint) == bytes_tps[1].nargs;
+	switch (cfg->flow_bytes) {
+	case FLOW_BYTES_AUTO:
+		s->bytes = calls ? FLOW_BYTES_CALLS : FLOW_BYTES_COUNTERS;
+		break;
+	case FLOW_BYTES_CALLS:
+		if (!calls) {
+			snprintf(m->error, sizeof(m->error),
+				 "--flow-bytes calls needs the sock_send_length and "
+				 "sock_recv_length tracepoints (6.3+), which this kernel lacks");
+			return -EOPNOTSUPP;
 		}
-	bpf_program__set_autoload(s->skel->progs.flow_send, s->bytes);
-	bpf_program__set_autoload(s->skel->progs.flow_recv, s->bytes);
-	module_attach_note(m, "tp_btf/sock_send_length", "flow_send", s->bytes ? "chosen" : off);
-	module_attach_note(m, "tp_btf/sock_recv_length", "flow_recv", s->bytes ? "chosen" : off);
+		/* fall through */
+	default:
+		s->bytes = cfg->flow_bytes;
+	}
+	bpf_program__set_autoload(s->skel->progs.flow_send, s->bytes == FLOW_BYTES_CALLS);
+	bpf_program__set_autoload(s->skel->progs.flow_recv, s->bytes == FLOW_BYTES_CALLS);
+	s->skel->rodata->bytes_from_counters = s->bytes == FLOW_BYTES_COUNTERS;
+	off = s->bytes == FLOW_BYTES_OFF ? "off: --flow-bytes off" :
+	      calls ? "off: bytes from TCP's counters (--flow-bytes counters)" :
+		      "off: tracepoint missing (6.3+): bytes from TCP's counters";
+	module_attach_note(m, "tp_btf/sock_send_length", "flow_send",
+			   s->bytes == FLOW_BYTES_CALLS ? "chosen" : off);
+	module_attach_note(m, "tp_btf/sock_recv_length", "flow_recv",
+			   s->bytes == FLOW_BYTES_CALLS ? "chosen" : off);
 	if (!kernel_has(FEAT_SYSCALL_TRACEPOINTS) ||
 	    !tracepoint_exists("syscalls", "sys_exit_accept4") ||
 	    !tracepoint_exists("syscalls", "sys_exit_accept")) {
@@ -519,9 +643,11 @@ static int flow_choose(struct plumb_module *m, struct flow_state *s, const struc
 		module_attach_note(m, "syscalls/sys_exit_accept", "flow_accept", "chosen");
 	}
 	module_attach_note(m, "iter/tcp", "flow_discover", "chosen");
-	snprintf(m->choice, sizeof(m->choice),
-		 "TCP connections from inet_sock_set_state; bytes %s%s",
-		 s->bytes ? "per call from sock_send_length/sock_recv_length" : "off", why_bytes);
+	snprintf(m->choice, sizeof(m->choice), "TCP connections from inet_sock_set_state; bytes %s",
+		 s->bytes == FLOW_BYTES_CALLS ? "per call from sock_send_length/sock_recv_length" :
+		 s->bytes == FLOW_BYTES_COUNTERS ? "from TCP's counters at close and on each read "
+						   "(live ones in the agent's network namespace)" :
+						   "off");
 	return 0;
 }
 
@@ -536,6 +662,7 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 	if (!s)
 		return -ENOMEM;
 	m->priv = s;
+	s->cgroup_root = cfg->cgroup_root;
 	s->track_capacity = cfg->flow_capacity;
 	s->agg_capacity = cfg->flow_capacity;
 	s->cgroups = cgroup_cache_new(cfg->cgroup_root, 4096);
@@ -576,8 +703,9 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 	for (size_t i = 0; i < m->nattach; i++)
 		if (!strcmp(m->attach[i].status, "chosen"))
 			snprintf(m->attach[i].status, sizeof(m->attach[i].status), "attached");
-	err = flow_discover(s);
-	/* the last note is iter/tcp's: it runs once, here */
+	s->iter = bpf_program__attach_iter(s->skel->progs.flow_discover, NULL);
+	err = s->iter ? flow_iterate(s) : -errno;
+	/* the last note is iter/tcp's: it runs here, once, and again per read with counters */
 	if (err)
 		/* connections older than the agent then appear at their next send or receive */
 		snprintf(m->attach[m->nattach - 1].status, sizeof(m->attach[0].status),

@@ -126,7 +126,7 @@ def test_live_bytes(agent, cleanup):
     check_pair(agent, cli, srv, port, 1, 300005, 999)
 
 
-def test_older_than_agent(cleanup):
+def test_older_than_agent(cleanup, mode):
     """A connection open before the agent starts is found and counted from then on; the
     accepting side is a server because its port was listening."""
     cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/old-srv")
@@ -139,7 +139,7 @@ def test_older_than_agent(cleanup):
     hold.stdin.flush()
     expect_line(hold, "done")
     time.sleep(0.3)  # the server has read them
-    agent = Agent(cleanup, "--modules", "flow", wait_for_module=False)
+    agent = Agent(cleanup, "--modules", "flow", "--flow-bytes", mode, wait_for_module=False)
     settle(agent, lambda m: value(m, "plumb_module_up", module="flow") == 1)
     hold.stdin.write("send 2222\nclose\n")
     hold.stdin.flush()
@@ -150,10 +150,10 @@ def test_older_than_agent(cleanup):
 
 
 def test_connections_only(cleanup):
-    """--no-flow-bytes: connections still counted, and no byte counter at all (not zeros)."""
+    """--flow-bytes off: connections still counted, and no byte counter at all (not zeros)."""
     cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/nobytes-srv")
     cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/nobytes-cli")
-    agent = Agent(cleanup, "--modules", "flow", "--no-flow-bytes", wait_for_module=False)
+    agent = Agent(cleanup, "--modules", "flow", "--flow-bytes", "off", wait_for_module=False)
     settle(agent, lambda m: value(m, "plumb_module_up", module="flow") == 1)
     port = free_port()
     server(cleanup, cgs, "127.0.0.1", port, 10)
@@ -169,15 +169,22 @@ def main():
     runner = Runner()
     cleanup = Cleanup()
     try:
-        agent = Agent(cleanup, "--modules", "flow", wait_for_module=False)
-        settle(agent, lambda m: value(m, "plumb_module_up", module="flow") == 1)
-        assert "module flow: up" in agent.output(), agent.output()
-        runner.run("flow: TCP over loopback, exact both ends", test_tcp_loopback_exact, agent,
-                   cleanup)
-        runner.run("flow: TCP over IPv6 loopback", test_ipv6, agent, cleanup)
-        runner.run("flow: 1,000 short connections", test_short_connections, agent, cleanup)
-        runner.run("flow: bytes of an open connection", test_live_bytes, agent, cleanup)
-        runner.run("flow: a connection older than the agent", test_older_than_agent, cleanup)
+        # auto: per call where the kernel has sock_send_length (6.3+), else TCP's counters;
+        # counters: TCP's own counters on every kernel. Both must give the same exact numbers.
+        for mode in ("auto", "counters"):
+            agent = Agent(cleanup, "--modules", "flow", "--flow-bytes", mode,
+                          wait_for_module=False)
+            settle(agent, lambda m: value(m, "plumb_module_up", module="flow") == 1)
+            assert "module flow: up" in agent.output(), agent.output()
+            print(f"  {mode}: {agent.output().split('module flow: up: ')[1].splitlines()[0]}")
+            for name, fn in (("TCP over loopback, exact both ends", test_tcp_loopback_exact),
+                             ("TCP over IPv6 loopback", test_ipv6),
+                             ("1,000 short connections", test_short_connections),
+                             ("bytes of an open connection", test_live_bytes)):
+                runner.run(f"flow ({mode}): {name}", fn, agent, cleanup)
+            agent.stop()
+            runner.run(f"flow ({mode}): a connection older than the agent",
+                       test_older_than_agent, cleanup, mode)
         runner.run("flow: connections only", test_connections_only, cleanup)
     except Exception as e:
         runner.failed += 1

@@ -384,7 +384,7 @@ static void agent_defaults(struct agent_options *o)
 	o->io_latency = true;
 	o->io_latency_sample = PLUMB_DEFAULT_LATENCY_SAMPLE;
 	o->flow_capacity = 131072;
-	o->flow_bytes = true;
+	o->flow_bytes = FLOW_BYTES_AUTO;
 }
 
 static void agent_want(const struct agent_case *c, struct agent_options *o)
@@ -478,7 +478,11 @@ static void test_agent_options(void **state)
 		{ { "--io-capacity", "16" }, A_CAPACITY, { .io_capacity = 16 } },
 		{ { "--io-capacity=1048576" }, A_CAPACITY, { .io_capacity = 1048576 } },
 		{ { "--flow-capacity", "100000" }, A_FLOW, { .flow_capacity = 100000 } },
-		{ { "--no-flow-bytes" }, A_FLOW_BYTES, { .flow_bytes = false } },
+		{ { "--flow-bytes", "off" }, A_FLOW_BYTES, { .flow_bytes = FLOW_BYTES_OFF } },
+		{ { "--flow-bytes=counters" },
+		  A_FLOW_BYTES,
+		  { .flow_bytes = FLOW_BYTES_COUNTERS } },
+		{ { "--flow-bytes", "calls" }, A_FLOW_BYTES, { .flow_bytes = FLOW_BYTES_CALLS } },
 		{ { "--no-io-latency" }, A_LATENCY, { .io_latency = false } },
 		{ { "--io-latency-sample", "1" }, A_SAMPLE, { .io_latency_sample = 1 } },
 		{ { "--io-latency-sample", "64" }, A_SAMPLE, { .io_latency_sample = 64 } },
@@ -627,6 +631,8 @@ static void test_agent_errors(void **state)
 		{ { "--io-capacity", "-1" }, ERROR_HAS("'-1'") },
 		{ { "--io-capacity", "1k" }, ERROR_HAS("'1k'") },
 		{ { "--io-capacity", "" }, ERROR_HAS("--io-capacity: ''") },
+		{ { "--flow-bytes", "all" },
+		  ERROR_IS("--flow-bytes: 'all' is not auto, calls, counters or off") },
 		{ { "--flow-capacity", "15" },
 		  ERROR_IS("--flow-capacity: '15' is not in 16..4194304") },
 		{ { "--io-latency-sample", "3" },
