@@ -1,4 +1,5 @@
-# plumb — see README.md. Targets: all (default), run, test, bench, install, clean, format.
+# plumb — see README.md. Targets: all (default), run, test, test-kernels, bench, install, clean,
+# format.
 VERSION    ?= 0.1.0
 ARCH       := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
 BUILD      := build
@@ -23,7 +24,8 @@ LIB_SRCS := $(filter-out src/main.c,$(wildcard src/*.c src/*/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 
-.PHONY: all deps run test test-unit test-integration bench install clean format check-root
+.PHONY: all deps run test test-unit test-integration test-kernels bench install clean format \
+	check-root
 
 all: $(BUILD)/plumb
 
@@ -75,6 +77,10 @@ test-unit: $(UNIT_TESTS)
 
 test-integration: check-root all $(BUILD)/iowork
 	./tests/run-all.sh integration
+
+# the integration tests on Debian's 6.1 and 6.12 kernels (qemu guests) and on this host's
+test-kernels: check-root all $(BUILD)/iowork
+	./tests/vm/test-kernels.sh
 
 $(BUILD)/floor.bpf.o: bench/floor.bpf.c | $(BUILD)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@

@@ -11,7 +11,8 @@ fi
 
 PKGS="make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
 libmicrohttpd-dev libcmocka-dev prometheus fio curl e2fsprogs util-linux bsdutils mount iproute2
-openmpi-bin libopenmpi-dev python3 procps"
+openmpi-bin libopenmpi-dev python3 procps
+qemu-system-x86 busybox-static xz-utils zstd"
 
 missing=""
 for p in $PKGS; do

@@ -242,6 +242,20 @@ def settle(agent, predicate, timeout=5.0):
         time.sleep(0.2)
 
 
+# Set by tests/vm (qemu without KVM): the guest's CPUs are emulated, 10-20x slower than the
+# host for kernel work, so a wall-clock bound the product promises on real hardware is
+# measured and printed there, not asserted; the same run asserts it on the host kernel.
+EMULATED = os.environ.get("PLUMB_TEST_EMULATED", "")
+
+
+def assert_within(seconds, bound, what):
+    """Asserts a wall-clock bound, except under emulation where it prints the time."""
+    if EMULATED:
+        print(f"  {what}: {seconds:.3f} s (bound {bound} s not asserted under {EMULATED})")
+        return
+    assert seconds < bound, f"{what}: took {seconds:.3f} s, bound {bound} s"
+
+
 def require_root():
     if os.geteuid() != 0:
         print("integration tests need root (CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN): run with sudo")

@@ -18,8 +18,8 @@ import time
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (Agent, Cleanup, IOWORK, PLUMB, Runner, iowork, make_cgroup, mount_image,  # noqa: E402
-                 mount_tmpfs, require_root, select, settle, sh, value)
+from lib import (Agent, Cleanup, IOWORK, PLUMB, Runner, assert_within, iowork, make_cgroup,  # noqa: E402
+                 mount_image, mount_tmpfs, require_root, select, settle, sh, value)
 
 DIRS = ("read", "write")
 OPS = ("open", "create", "mkdir", "unlink", "rmdir")
@@ -485,7 +485,7 @@ def test_sigterm(world, agent, cleanup):
     rc = a2.stop()
     took = time.time() - t0
     assert rc == 0, f"exit status {rc}"
-    assert took < 1.0, f"took {took:.2f}s"
+    assert_within(took, 1.0, "SIGTERM to exit")
     others = {int(p) for p in sh("pgrep", "-x", "plumb", check=False).stdout.split()}
     others -= {agent.proc.pid}
     left = bpf_perf_pids() & ({a2.proc.pid} | others)

@@ -9,6 +9,7 @@ the timestamp of the last sample (nothing to extrapolate at the end) and starts 
 before the series' first sample, which is 0: Prometheus does not extrapolate a counter below
 zero, so the answer is the true increase and the 1% tolerance is only for what could differ.
 """
+# plumb-module: io
 
 import os
 import sys
