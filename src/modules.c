@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "plumb.h"
 
@@ -10,6 +11,14 @@ struct plumb_module *plumb_modules[] = {
 };
 
 const size_t plumb_module_count = sizeof(plumb_modules) / sizeof(plumb_modules[0]);
+
+void module_attach_settle(struct plumb_module *m, bool attached)
+{
+	for (size_t i = 0; i < m->nattach; i++)
+		if (!strcmp(m->attach[i].status, "chosen"))
+			snprintf(m->attach[i].status, sizeof(m->attach[i].status), "%s",
+				 attached ? "attached" : "not attached: module failed");
+}
 
 void module_attach_note(struct plumb_module *m, const char *point, const char *program,
 			const char *fmt, ...)

@@ -79,6 +79,9 @@ struct plumb_module {
 	size_t nattach;
 };
 
+/* Turns every "chosen" attach point into "attached", or into "not attached" after a failure. */
+void module_attach_settle(struct plumb_module *m, bool attached);
+
 /* Records an attach point's choice in m->attach (printf-style status). */
 void module_attach_note(struct plumb_module *m, const char *point, const char *program,
 			const char *fmt, ...) __attribute__((format(printf, 4, 5)));

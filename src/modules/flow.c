@@ -700,9 +700,7 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 		snprintf(m->error, sizeof(m->error), "cannot open ring buffer: %s", strerror(-err));
 		goto out_unload;
 	}
-	for (size_t i = 0; i < m->nattach; i++)
-		if (!strcmp(m->attach[i].status, "chosen"))
-			snprintf(m->attach[i].status, sizeof(m->attach[i].status), "attached");
+	module_attach_settle(m, true);
 	s->iter = bpf_program__attach_iter(s->skel->progs.flow_discover, NULL);
 	err = s->iter ? flow_iterate(s) : -errno;
 	/* the last note is iter/tcp's: it runs here, once, and again per read with counters */
@@ -718,10 +716,7 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 	return 0;
 
 out_unload:
-	for (size_t i = 0; i < m->nattach; i++)
-		if (!strcmp(m->attach[i].status, "chosen"))
-			snprintf(m->attach[i].status, sizeof(m->attach[i].status),
-				 "not attached: module failed");
+	module_attach_settle(m, false);
 	flow_unload(m);
 	return err;
 }

@@ -778,9 +778,7 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 			 strerror(-err));
 		goto out_unload;
 	}
-	for (size_t i = 0; i < m->nattach; i++)
-		if (!strcmp(m->attach[i].status, "chosen"))
-			snprintf(m->attach[i].status, sizeof(m->attach[i].status), "attached");
+	module_attach_settle(m, true);
 	s->events = ring_buffer__new(bpf_map__fd(s->skel->maps.io_path_events), handle_path_event,
 				     s, NULL);
 	if (!s->events) {
@@ -791,10 +789,7 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 	return 0;
 
 out_unload:
-	for (size_t i = 0; i < m->nattach; i++)
-		if (!strcmp(m->attach[i].status, "chosen"))
-			snprintf(m->attach[i].status, sizeof(m->attach[i].status),
-				 "not attached: module failed");
+	module_attach_settle(m, false);
 	io_unload(m);
 	return err;
 }
