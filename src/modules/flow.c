@@ -52,6 +52,7 @@ struct flow_agg {
 	uint64_t tx, rx, connections;
 	char cgroup[256]; /* "" until resolved */
 	uint64_t first_seen_ms;
+	uint64_t gone_since_ms; /* when its cgroup was first seen removed; 0 while it exists */
 };
 
 /* A connection the agent follows, by socket cookie. */
@@ -82,6 +83,8 @@ struct flow_state {
 	struct bpf_link
 		*iter; /* flow_discover, run at load and, counting from counters, per read */
 	uint64_t read_gen, in_map;
+	unsigned int grace_s;
+	uint64_t last_expiry_ms;
 	uint64_t tracks_full, aggs_full, found_at_start;
 	__u64 keys[FLOW_BATCH];
 	struct flow_conn values[FLOW_BATCH];
@@ -480,12 +483,64 @@ static void row_labels(const struct flow_row *r, struct prom_label *l)
 	l[5] = (struct prom_label){ "role", flow_role_names[r->agg->key.role] };
 }
 
+/*
+ * A removed cgroup's series stay for --cgroup-grace, as io's do, then go: without this, a
+ * host with pod churn would fill the aggregate table with the dead. Keys sort by cgroup id
+ * first, so one existence check (a stat) serves each run of keys of the same cgroup.
+ */
+#define FLOW_EXPIRY_CHECK_MS 1000
+
+static struct flow_agg *expiry_victims[FLOW_BATCH];
+static size_t expiry_n;
+static uint64_t expiry_now, expiry_id;
+static int expiry_exists;
+
+static void expiry_visit(const void *node, VISIT which, int depth)
+{
+	struct flow_agg *a = *(struct flow_agg *const *)node;
+	struct flow_state *s = collect_state;
+
+	(void)depth;
+	if (which != postorder && which != leaf)
+		return;
+	if (a->key.cgroup_id != expiry_id || expiry_exists < 0) {
+		expiry_id = a->key.cgroup_id;
+		expiry_exists = cgroup_cache_exists(s->cgroups, expiry_id);
+	}
+	if (expiry_exists) {
+		a->gone_since_ms = 0;
+		return;
+	}
+	if (!a->gone_since_ms)
+		a->gone_since_ms = expiry_now;
+	else if (expiry_now - a->gone_since_ms >= 1000ull * s->grace_s && expiry_n < FLOW_BATCH)
+		expiry_victims[expiry_n++] = a;
+}
+
+static void flow_expire(struct flow_state *s)
+{
+	expiry_now = monotonic_ms();
+	if (expiry_now - s->last_expiry_ms < FLOW_EXPIRY_CHECK_MS)
+		return;
+	s->last_expiry_ms = expiry_now;
+	expiry_n = 0;
+	expiry_exists = -1;
+	collect_state = s;
+	twalk(s->aggs, expiry_visit);
+	for (size_t i = 0; i < expiry_n; i++) {
+		tdelete(expiry_victims[i], &s->aggs, agg_cmp);
+		free(expiry_victims[i]);
+		s->naggs--;
+	}
+}
+
 static int flow_collect(struct plumb_module *m, struct prom_writer *w)
 {
 	struct flow_state *s = m->priv;
 	struct prom_label l[7];
 
 	flow_read(s);
+	flow_expire(s);
 	collect_rows = calloc(s->naggs ? s->naggs : 1, sizeof(*collect_rows));
 	if (!collect_rows)
 		return -ENOMEM;
@@ -663,6 +718,7 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 		return -ENOMEM;
 	m->priv = s;
 	s->cgroup_root = cfg->cgroup_root;
+	s->grace_s = cfg->cgroup_grace_s;
 	s->track_capacity = cfg->flow_capacity;
 	s->agg_capacity = cfg->flow_capacity;
 	s->cgroups = cgroup_cache_new(cfg->cgroup_root, 4096);

@@ -13,7 +13,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import (Agent, Cleanup, Runner, assert_within, free_port, make_cgroup,  # noqa: E402
-                 require_root, settle, value)
+                 remove_cgroup, require_root, select, settle, value)
 
 FLOWWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flowwork.py")
 
@@ -166,6 +166,28 @@ def test_connections_only(cleanup):
     agent.stop()
 
 
+def test_cgroup_grace(cleanup):
+    """A removed cgroup's flow series stay for the grace period, then go."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/grace-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/grace-cli")
+    agent = Agent(cleanup, "--modules", "flow", "--cgroup-grace", "3s", wait_for_module=False)
+    settle(agent, lambda m: value(m, "plumb_module_up", module="flow") == 1)
+    port = free_port()
+    server(cleanup, cgs, "127.0.0.1", port, 10)
+    run_client(cgc, "127.0.0.1", port, 2, 10)
+    m = settle(agent, lambda m: flow(m, cli, "client", port) == 2)
+    assert flow(m, cli, "client", port) == 2
+    remove_cgroup(cgc)
+    t0 = time.time()
+    time.sleep(1)
+    assert flow(agent.metrics(), cli, "client", port) == 2, "dropped before the grace period"
+    m = settle(agent, lambda m: not select(m, "plumb_flow_connections_total", cgroup=cli), 10)
+    assert not select(m, "plumb_flow_connections_total", cgroup=cli), "still there after grace"
+    assert time.time() - t0 >= 3, "removed before the 3 s grace period"
+    assert flow(m, srv, "server", port) == 2, "the server's cgroup still exists: kept"
+    agent.stop()
+
+
 def main():
     require_root()
     runner = Runner()
@@ -188,6 +210,7 @@ def main():
             runner.run(f"flow ({mode}): a connection older than the agent",
                        test_older_than_agent, cleanup, mode)
         runner.run("flow: connections only", test_connections_only, cleanup)
+        runner.run("flow: removed cgroup kept for the grace period", test_cgroup_grace, cleanup)
     except Exception as e:
         runner.failed += 1
         print(f"FAIL setup: {e}")
