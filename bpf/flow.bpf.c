@@ -79,8 +79,9 @@ struct {
 static const struct flow_conn zero_conn;
 
 /*
- * sk_flags moved from struct sock into struct sock_common (skc_flags) after 6.12; 6.1 and
- * 6.12 have sock.sk_flags, 6.18 sock_common.skc_flags (checked in both kernels' BTF).
+ * The socket flags live in struct sock_common as skc_flags (sk_flags is a macro for it) on
+ * 6.1, 6.12 and 6.18 (checked in the BTF of all three); older kernels kept sk_flags in struct
+ * sock itself. The flavour below reads whichever the running kernel has.
  */
 struct sock___with_sk_flags {
 	unsigned long sk_flags;
