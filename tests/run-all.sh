@@ -5,7 +5,7 @@
 #   tests/run-all.sh integration  integration tests only (root)
 # Exit status: 0 only when every test ran and passed.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 what=${1:-all}
 passed=0
 failed=0

@@ -86,8 +86,9 @@ dpkg-deb -x "$deb" "$work/tree"
 tree=$work/tree
 vmlinuz=$tree/boot/vmlinuz-$release
 moddir=$tree/lib/modules/$release
-[ -f "$vmlinuz" ] && [ -d "$moddir" ] ||
+if [ ! -f "$vmlinuz" ] || [ ! -d "$moddir" ]; then
 	die "$(basename "$deb") has no boot/vmlinuz-$release or lib/modules/$release"
+fi
 
 # The package ships no modules.dep (its postinst runs depmod); busybox's depmod writes one,
 # which the guest's busybox modprobe and tests/vm/run.sh's initramfs builder read.
