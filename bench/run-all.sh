@@ -5,3 +5,4 @@ cd "$(dirname "$0")/.."
 python3 bench/hotpath.py
 python3 bench/overhead.py
 python3 bench/accuracy.py
+python3 bench/flow.py

@@ -11,7 +11,7 @@ fi
 
 PKGS="make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
 libmicrohttpd-dev libcmocka-dev prometheus fio curl e2fsprogs util-linux bsdutils mount iproute2
-openmpi-bin libopenmpi-dev python3 procps
+openmpi-bin libopenmpi-dev python3 procps iperf3 nginx wrk
 qemu-system-x86 busybox-static xz-utils zstd"
 
 missing=""
@@ -35,5 +35,12 @@ apt-get install -y -qq --no-install-recommends $missing >/dev/null
 # own on loopback, so the packaged service is not needed and would only take the port.
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
 	systemctl stop prometheus || true
+fi
+# Likewise nginx (bench/flow.py runs its own on a loopback port, from a config under /tmp): the
+# package starts a server on :80 when it is installed, with or without systemd.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet nginx 2>/dev/null; then
+	systemctl stop nginx || true
+elif [ -x /etc/init.d/nginx ] && /etc/init.d/nginx status >/dev/null 2>&1; then
+	/etc/init.d/nginx stop >/dev/null 2>&1 || true
 fi
 echo "install-deps: done"

@@ -1,0 +1,444 @@
+#!/usr/bin/env python3
+"""Overhead of the flow module (issue 4 §6): A/B alternating runs, with and without the agent.
+
+  iperf3 over loopback, one stream, 128 KiB messages: no agent (A) against
+      `--flow-bytes off` (connections only), `calls` (per-call bytes, the default on 6.3+),
+      `counters` (TCP's own counters); and, for the per-call cost, 1 KiB messages in calls mode
+  nginx + wrk, one short connection per request: no agent against the default (auto)
+  per-event cost: bpf_stats run time / run count of each flow program under iperf3
+
+Targets (issue 4 §6): connections only >= 0.99, with bytes >= 0.98 (iperf3); connection
+churn >= 0.97. Writes bench/results/flow.md.
+
+PLUMB_BENCH_PAIRS (default 5) pairs of PLUMB_BENCH_RUNTIME (default 8) seconds each.
+Client and server are pinned to different CPUs (taskset), the same way in A and B; the agent
+is not pinned.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "integration"))
+from ab import Bench  # noqa: E402
+from lib import Agent, Cleanup, free_port, parse_metrics  # noqa: E402
+
+RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "8"))
+PAIRS = int(os.environ.get("PLUMB_BENCH_PAIRS", "5"))
+CLIENT_CPU, SERVER_CPU = "0", "1"
+PROGRAMS = ("flow_send", "flow_recv", "flow_state", "flow_destroy", "flow_accept4",
+            "flow_accept")
+
+
+def need(*tools):
+    missing = [t for t in tools if not shutil.which(t)]
+    if missing:
+        sys.exit(f"flow.py: missing {', '.join(missing)}: run scripts/install-deps.sh")
+
+
+def wait_listening(port, what, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} does not listen on 127.0.0.1:{port}")
+
+
+def stop_process(proc):
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class FlowAgent:
+    """The agent with the flow module only, up (its log says so) before the run starts."""
+
+    def __init__(self, *args):
+        self.cleanup = Cleanup()
+        self.agent = Agent(self.cleanup, "--modules", "flow", *args, wait_for_module=False)
+        deadline = time.time() + 15
+        while "module flow: up" not in self.agent.output():
+            if time.time() > deadline or self.agent.proc.poll() is not None:
+                out = self.agent.output()
+                self.cleanup.run()
+                raise RuntimeError("flow module did not come up: " + out)
+            time.sleep(0.05)
+        self.up = self.agent.output().split("module flow: up", 1)[1].splitlines()[0]
+        time.sleep(1)  # the agent's start-up work is over before the measurement
+
+    def metrics(self):
+        return parse_metrics(self.agent.get("/metrics")[2])
+
+    def stop(self):
+        self.cleanup.run()
+
+
+def total(metrics, name, **labels):
+    want = set(labels.items())
+    return sum(v for k, v in metrics.items() if k[0] == name and want <= k[1])
+
+
+# ---- iperf3 ---------------------------------------------------------------------------------
+
+class Iperf:
+    def __init__(self, cleanup):
+        self.port = free_port()
+        self.server = subprocess.Popen(
+            ["taskset", "-c", SERVER_CPU, "iperf3", "-s", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cleanup.add(stop_process, self.server)
+        wait_listening(self.port, "iperf3 -s")
+        time.sleep(0.2)  # iperf3 -s takes the probe connection above as a test: let it go
+        self.last = None
+
+    def run(self, length):
+        """One run; returns the receiver's bits/s (end.sum_received), in Mbit/s."""
+        for attempt in range(5):
+            p = subprocess.run(
+                ["taskset", "-c", CLIENT_CPU, "iperf3", "-c", "127.0.0.1", "-p", str(self.port),
+                 "-l", length, "-t", str(RUNTIME), "-J"], capture_output=True, text=True)
+            try:
+                j = json.loads(p.stdout)
+            except ValueError:
+                j = {"error": p.stdout + p.stderr}
+            if p.returncode == 0 and "error" not in j:
+                self.last = j["end"]
+                return j["end"]["sum_received"]["bits_per_second"] / 1e6
+            time.sleep(1)  # "the server is busy": the previous test is still closing
+        raise RuntimeError(f"iperf3 failed: {j.get('error')}")
+
+
+# ---- nginx + wrk ----------------------------------------------------------------------------
+
+NGINX_CONF = """\
+worker_processes 1;
+worker_cpu_affinity {mask};
+daemon off;
+master_process on;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {prefix}/tmp;
+    proxy_temp_path {prefix}/tmp;
+    fastcgi_temp_path {prefix}/tmp;
+    uwsgi_temp_path {prefix}/tmp;
+    scgi_temp_path {prefix}/tmp;
+    keepalive_timeout 0;
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        root {prefix}/www;
+        location / {{ }}
+    }}
+}}
+"""
+
+
+class Nginx:
+    def __init__(self, cleanup):
+        self.port = free_port()
+        prefix = tempfile.mkdtemp(prefix="plumb-bench-nginx-", dir="/tmp")
+        cleanup.add(shutil.rmtree, prefix, True)
+        os.chmod(prefix, 0o755)  # the worker runs as nobody
+        os.makedirs(os.path.join(prefix, "www"))
+        os.makedirs(os.path.join(prefix, "tmp"))
+        with open(os.path.join(prefix, "www", "index.html"), "w") as f:
+            f.write("<html><body>" + "plumb " * 100 + "</body></html>\n")  # ~630 bytes
+        conf = os.path.join(prefix, "nginx.conf")
+        mask = "".join("1" if i == int(SERVER_CPU) else "0"
+                       for i in reversed(range(os.cpu_count())))
+        with open(conf, "w") as f:
+            f.write(NGINX_CONF.format(prefix=prefix, port=self.port, mask=mask))
+        self.proc = subprocess.Popen(["nginx", "-p", prefix, "-c", conf],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cleanup.add(stop_process, self.proc)  # SIGTERM to the master: fast shutdown
+        wait_listening(self.port, "nginx")
+        self.last = None
+        self.timewait = []  # TIME_WAIT sockets after each run (ss -s)
+
+    def run(self):
+        """One wrk run, one connection per request; returns requests/s."""
+        p = subprocess.run(
+            ["taskset", "-c", CLIENT_CPU, "wrk", "-t2", "-c32", f"-d{RUNTIME}s",
+             "-H", "Connection: close", f"http://127.0.0.1:{self.port}/"],
+            capture_output=True, text=True, check=True)
+        m = re.search(r"Requests/sec:\s+([\d.]+)", p.stdout)
+        n = re.search(r"(\d+) requests in", p.stdout)
+        if not m or not n:
+            raise RuntimeError("wrk: no Requests/sec in " + p.stdout + p.stderr)
+        errors = re.search(r"Socket errors:.*", p.stdout)
+        non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", p.stdout)
+        tw = re.search(r"timewait (\d+)", subprocess.run(["ss", "-s"], capture_output=True,
+                                                         text=True).stdout)
+        self.timewait.append(int(tw.group(1)) if tw else -1)
+        self.last = {"requests": int(n.group(1)),
+                     "errors": errors.group(0) if errors else "",
+                     "non2xx": int(non2xx.group(1)) if non2xx else 0}
+        return float(m.group(1))
+
+
+# ---- per-event cost -------------------------------------------------------------------------
+
+def prog_stats(pid):
+    """{name: (run_time_ns, run_cnt)} of the flow programs the agent with this pid holds."""
+    progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], check=True,
+                                      capture_output=True, text=True).stdout)
+    out = {}
+    for p in progs:
+        name = p.get("name", "")
+        if not name.startswith("flow_"):
+            continue
+        pids = [x.get("pid") for x in p.get("pids", [])]
+        if pids and pid not in pids:
+            continue
+        t, n = out.get(name, (0, 0))
+        out[name] = (t + p.get("run_time_ns", 0), n + p.get("run_cnt", 0))
+    return out
+
+
+def per_event(iperf, nginx):
+    """ns per run of each flow program (calls mode), under iperf3 128 KiB, 1 KiB and wrk."""
+    old = subprocess.run(["sysctl", "-n", "kernel.bpf_stats_enabled"], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    rows = []
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+    try:
+        agent = FlowAgent("--flow-bytes", "calls")
+        try:
+            for label, run in (("iperf3, 128 KiB messages", lambda: iperf.run("128K")),
+                               ("iperf3, 1 KiB messages", lambda: iperf.run("1K")),
+                               ("nginx + wrk, a connection per request", nginx.run)):
+                before = prog_stats(agent.agent.proc.pid)
+                t0 = time.monotonic()
+                result = run()
+                wall = time.monotonic() - t0
+                after = prog_stats(agent.agent.proc.pid)
+                row, busy = {}, 0
+                for name in sorted(after):
+                    dt = after[name][0] - before.get(name, (0, 0))[0]
+                    dn = after[name][1] - before.get(name, (0, 0))[1]
+                    row[name] = (dt / dn if dn else None, dn)
+                    busy += dt
+                extra = {"share": busy / (wall * 1e9 * os.cpu_count()), "result": result,
+                         "per_request": (busy / nginx.last["requests"] / 1000
+                                         if label.startswith("nginx") else None)}
+                rows.append((label, row, extra))
+                print(f"  bpf_stats, {label}: " + ", ".join(
+                    f"{k} {v[0]:.0f} ns x {v[1]}" for k, v in row.items() if v[0] is not None),
+                    flush=True)
+        finally:
+            agent.stop()
+    finally:
+        subprocess.run(["sysctl", "-q", f"kernel.bpf_stats_enabled={old}"], check=True)
+    return rows
+
+
+def spread(values):
+    return (max(values) - min(values)) / statistics.median(values)
+
+
+def conclusion(bench, results, events):
+    rows = {r["label"]: r for kind, r in bench.sections if kind == "ab"}
+    a_spread = [spread(r["a"]) for r in rows.values()]
+    ratios = [y / x for r in rows.values() for x, y in zip(r["a"], r["b"])]
+    ev = {label: extra for label, _, extra in events}
+    s128 = 100 * ev["iperf3, 128 KiB messages"]["share"]
+    s1k = 100 * ev["iperf3, 1 KiB messages"]["share"]
+    churn = ev["nginx + wrk, a connection per request"]
+    return f"""Conclusion.
+
+- Noise first: without the agent, one case's runs spread by {100 * min(a_spread):.0f}% to
+  {100 * max(a_spread):.0f}% (max - min over median), and single pairs' ratios range from
+  {min(ratios):.2f} to {max(ratios):.2f}. A median ratio within a few percent of 1 is not
+  resolved by {PAIRS} pairs here; the bpf_stats shares below say what the programs cost.
+- `--flow-bytes off` and `counters` run nothing per call: only per connection (state
+  changes, accept, destroy; `counters` also reads TCP's counters at destroy and per scrape).
+  On one long iperf3 stream they cost next to nothing: ratios {results['off']:.3f} and
+  {results['counters']:.3f}.
+- `--flow-bytes calls` (the default on 6.3+) runs `flow_send`/`flow_recv` on every send and
+  receive call: {s128:.1f}% of the machine's CPU time with 128 KiB messages (ratio
+  {results['calls']:.3f}), {s1k:.1f}% with 1 KiB messages (ratio {results['calls1k']:.3f}).
+  Its cost grows with calls, not bytes.
+- Connection churn pays per connection whatever the byte mode: about
+  {churn['per_request']:.1f} µs of program time per request (both ends' state changes,
+  accept, two destroys with a ring-buffer record each, and in calls mode a send and a receive
+  per end), {100 * churn['share']:.1f}% of the CPU time; ratios {results['churn']:.3f}
+  (default) and {results['churn_off']:.3f} (`off`) against the target 0.97."""
+
+
+def main():
+    if os.geteuid() != 0:
+        sys.exit("flow.py: needs root (it loads BPF programs)")
+    need("iperf3", "nginx", "wrk", "bpftool", "taskset")
+    if os.cpu_count() < 2:
+        sys.exit("flow.py: needs 2 CPUs (client and server pinned apart)")
+    cleanup = Cleanup()
+    bench = Bench("flow", "Overhead of plumb's flow module: iperf3 and nginx over loopback",
+                  f"""{PAIRS} pairs of {RUNTIME} s runs per case, each pair without (A) and with
+(B) `plumb agent --modules flow` started for that run, order alternating. The client is pinned
+to CPU {CLIENT_CPU} and the server to CPU {SERVER_CPU} (`taskset`; nginx with
+`worker_cpu_affinity`, one worker) in both A and B; the agent is not pinned. Nothing scrapes
+the agent during a run (it is scraped once after each B run, to check what it counted).
+iperf3: one stream over 127.0.0.1, `iperf3 -c 127.0.0.1 -l 128K -t {RUNTIME} -J`; the metric
+is the receiver's throughput (`end.sum_received.bits_per_second`), in Mbit/s. nginx + wrk:
+`wrk -t2 -c32 -d{RUNTIME}s -H "Connection: close"` against a ~630-byte static file (nginx
+answers with `Connection: close` too, `keepalive_timeout 0`): one TCP connection per request.
+Targets (issue 4 §6): iperf3 ratio >= 0.99 with connections only, >= 0.98 with bytes;
+nginx + wrk ratio >= 0.97.""")
+    try:
+        bpf_stats = subprocess.run(["sysctl", "-n", "kernel.bpf_stats_enabled"],
+                                   capture_output=True, text=True).stdout.strip()
+        if bpf_stats != "0":
+            sys.exit("flow.py: kernel.bpf_stats_enabled is on: it would inflate B; turn it off")
+        iperf = Iperf(cleanup)
+        nginx = Nginx(cleanup)
+        iperf.run("128K")  # warm-up, not measured
+        nginx.run()  # two for nginx: the first runs after a quiet minute are slower (the
+        nginx.run()  # TIME_WAIT sockets of earlier runs, 60 s each, shape connect()'s cost)
+        nginx.timewait = []
+
+        checks = []
+
+        def agent_on(*args):
+            return lambda: FlowAgent(*args)
+
+        def agent_off_iperf(mode, length):
+            def off(agent):
+                try:
+                    time.sleep(0.6)  # closed connections come through the ring buffer (250 ms)
+                    m = agent.metrics()
+                    conns = total(m, "plumb_flow_connections_total", peer_port=str(iperf.port),
+                                  role="client")
+                    tx = total(m, "plumb_flow_bytes_total", peer_port=str(iperf.port),
+                               role="client", direction="tx")
+                    rx = total(m, "plumb_flow_bytes_total", peer_port=str(iperf.port),
+                               role="server", direction="rx")
+                    sent = iperf.last["sum_sent"]["bytes"]
+                    received = iperf.last["sum_received"]["bytes"]
+                    line = (f"- iperf3 {length}, `--flow-bytes {mode}`: {conns:.0f} client "
+                            "connections counted (iperf3 opens 2: control and data)")
+                    if mode != "off":
+                        line += (f"; client tx / iperf3's bytes sent {tx / sent:.4f}, "
+                                 f"server rx / iperf3's bytes received {rx / received:.4f}")
+                    else:
+                        line += ("; no byte series, as documented" if tx == 0 and rx == 0
+                                 else "; byte series present!")
+                    checks.append(line)
+                finally:
+                    agent.stop()
+            return off
+
+        results = {}
+        for mode in ("off", "calls", "counters"):
+            results[mode] = bench.compare(
+                f"iperf3 128 KiB, `--flow-bytes {mode}`", lambda: iperf.run("128K"), "Mbit/s",
+                agent_on("--flow-bytes", mode), agent_off_iperf(mode, "128 KiB"), PAIRS)
+        results["calls1k"] = bench.compare(
+            "iperf3 1 KiB, `--flow-bytes calls` (no target)", lambda: iperf.run("1K"), "Mbit/s",
+            agent_on("--flow-bytes", "calls"), agent_off_iperf("calls", "1 KiB"), PAIRS)
+
+        def agent_off_nginx(agent, label):
+            try:
+                time.sleep(0.6)
+                m = agent.metrics()
+                conns = total(m, "plumb_flow_connections_total", peer_port=str(nginx.port),
+                              role="server")
+                lost = total(m, "plumb_events_lost_total", module="flow")
+                checks.append(f"- nginx + wrk, {label} (`{agent.up.strip(': ')}`): "
+                              f"{conns:.0f} server connections counted, wrk completed "
+                              f"{nginx.last['requests']} requests (plus the ones cut off at "
+                              f"the end); flow events lost {lost:.0f}"
+                              + (f"; wrk: {nginx.last['errors']}" if nginx.last["errors"]
+                                 else ""))
+            finally:
+                agent.stop()
+
+        results["churn"] = bench.compare(
+            "nginx + wrk, a connection per request, default `--flow-bytes`", nginx.run,
+            "requests/s", agent_on(), lambda a: agent_off_nginx(a, "default"), PAIRS)
+        results["churn_off"] = bench.compare(
+            "nginx + wrk, a connection per request, `--flow-bytes off` (no target)", nginx.run,
+            "requests/s", agent_on("--flow-bytes", "off"),
+            lambda a: agent_off_nginx(a, "`--flow-bytes off`"), PAIRS)
+        timewait = list(nginx.timewait)
+
+        events = per_event(iperf, nginx)
+
+        def verdict(r, target):
+            return f"{r:.3f} (target >= {target}: {'met' if r >= target else '**not met**'})"
+
+        bench.text("Verdict (median of the per-pair ratios):\n\n"
+                   f"- connections only (`off`), iperf3 128 KiB: {verdict(results['off'], 0.99)}\n"
+                   f"- bytes per call (`calls`, default on 6.3+), iperf3 128 KiB: "
+                   f"{verdict(results['calls'], 0.98)}\n"
+                   f"- bytes from TCP's counters (`counters`), iperf3 128 KiB: "
+                   f"{verdict(results['counters'], 0.98)}\n"
+                   f"- `calls`, iperf3 1 KiB (no target; 128 times the calls per byte): "
+                   f"{results['calls1k']:.3f}\n"
+                   f"- connection churn, nginx + wrk: {verdict(results['churn'], 0.97)}; "
+                   f"with `--flow-bytes off` (no target): {results['churn_off']:.3f}")
+        bench.text("TIME_WAIT sockets (`ss -s`) after each nginx + wrk run, in the order run: "
+                   + ", ".join(map(str, timewait)) + ".")
+        bench.text("What the agent counted in the B runs (a check that the programs ran; "
+                   "scraped after each run):\n\n" + "\n".join(checks))
+
+        lines = ["Per-event cost: `kernel.bpf_stats_enabled=1` (restored afterwards), the agent "
+                 "in `--flow-bytes calls`, one run of each workload; each flow program's "
+                 "`run_time_ns / run_cnt` from `bpftool prog show -j` over that run. bpf_stats "
+                 "brackets each run with two clock reads, which are counted in `run_time_ns` "
+                 "(on this VM a clock read is not cheap: see README.md here), so these are "
+                 "upper bounds of the programs' own time; the kernel's cost of calling a "
+                 "program from the tracepoint is not in them. The 128 KiB and 1 KiB rows "
+                 "are iperf3 runs like those above; the programs that run a handful of "
+                 "times per run (state, destroy, accept) are cold there.\n",
+                 "| workload | " + " | ".join(f"`{p}` ns/run (runs)" for p in PROGRAMS) +
+                 " | all flow programs: share of the machine's CPU time |",
+                 "|---|" + "---|" * (len(PROGRAMS) + 1)]
+        for label, row, extra in events:
+            cells = []
+            for p in PROGRAMS:
+                ns, n = row.get(p, (None, 0))
+                cells.append("—" if ns is None else f"{ns:.0f} ({n})")
+            share = f"{100 * extra['share']:.1f}%"
+            if extra["per_request"] is not None:
+                share += f" ({extra['per_request']:.1f} µs per request)"
+            lines.append(f"| {label} | " + " | ".join(cells) + f" | {share} |")
+        others = sorted({k for _, row, _ in events for k in row if k not in PROGRAMS})
+        if others:
+            lines.append("\nThe agent's other flow programs, runs per workload: " + "; ".join(
+                f"`{k}` " + ", ".join(str(row.get(k, (None, 0))[1]) for _, row, _ in events)
+                for k in others) + ".")
+        lines.append(f"\nThe share is the programs' summed run time over the run's wall time "
+                     f"times {os.cpu_count()} CPUs (with bpf_stats on, these runs are not the "
+                     "A/B runs above). For scale: an empty program reads 25-70 ns per run "
+                     "under bpf_stats on this machine (hotpath.md's floor). The kernel's dispatch "
+                     "to a program is not in these numbers; flow's byte and state programs are "
+                     "`tp_btf` (called directly from the tracepoint), only the accept ones "
+                     "are syscall tracepoints, whose dispatch costs ~100 ns more here.")
+        bench.text(conclusion(bench, results, events))
+        bench.text("\n".join(lines))
+        bench.write()
+    finally:
+        cleanup.run()
+
+
+if __name__ == "__main__":
+    main()
