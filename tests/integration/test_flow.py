@@ -188,6 +188,30 @@ def test_cgroup_grace(cleanup):
     agent.stop()
 
 
+def test_full_map_counted(cleanup):
+    """A kernel map too small for the connections counts every one it cannot follow."""
+    cgs, _ = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/full-srv")
+    cgc, _ = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/full-cli")
+    agent = Agent(cleanup, "--modules", "flow", "--flow-capacity", "16", wait_for_module=False)
+    settle(agent, lambda m: value(m, "plumb_module_up", module="flow") == 1)
+    port = free_port()
+    server(cleanup, cgs, "127.0.0.1", port, 10)
+    holds = []
+    for _ in range(24):  # 24 open connections: 48 sockets for 16 entries
+        h = start(cleanup, cgc, "hold", "127.0.0.1", port)
+        expect_line(h, "connected")
+        holds.append(h)
+    m = settle(agent, lambda m: value(m, "plumb_events_lost_total", module="flow",
+                                      reason="conns_full") >= 32)
+    lost = value(m, "plumb_events_lost_total", module="flow", reason="conns_full")
+    assert lost >= 32, f"{lost} counted lost, expected at least 48 - 16"
+    assert value(m, "plumb_map_capacity", module="flow", map="flow_conns") == 16
+    assert value(m, "plumb_map_entries", module="flow", map="flow_conns") <= 16
+    for h in holds:
+        stop(h)
+    agent.stop()
+
+
 def main():
     require_root()
     runner = Runner()
@@ -211,6 +235,7 @@ def main():
                        test_older_than_agent, cleanup, mode)
         runner.run("flow: connections only", test_connections_only, cleanup)
         runner.run("flow: removed cgroup kept for the grace period", test_cgroup_grace, cleanup)
+        runner.run("flow: a full map counts what it loses", test_full_map_counted, cleanup)
     except Exception as e:
         runner.failed += 1
         print(f"FAIL setup: {e}")
