@@ -12,7 +12,7 @@ fi
 PKGS="make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
 libmicrohttpd-dev libcmocka-dev prometheus fio curl e2fsprogs util-linux bsdutils mount iproute2
 openmpi-bin libopenmpi-dev python3 procps iperf3 nginx wrk
-qemu-system-x86 busybox-static xz-utils zstd"
+qemu-system-x86 busybox-static xz-utils zstd libjson-c-dev libcurl4-openssl-dev libmetis-dev graphviz"
 
 missing=""
 for p in $PKGS; do
