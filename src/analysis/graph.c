@@ -1674,23 +1674,20 @@ static int join_shares(struct join *j)
 }
 
 /*
- * One of a client end's counters shared among the server vertices: in proportion to
- * offsetof(struct share, field) of each, else (all 0) to their connections, else evenly.
+ * One of a client end's counters shared among the server vertices: in proportion to the
+ * share's counter at field (an offsetof), else to their connections, else evenly.
  */
 static int join_split(struct join *j, uint64_t total, size_t field, uint64_t *part)
 {
-	uint64_t sum = 0;
+	uint64_t any = 0;
 
 	for (size_t i = 0; i < j->nshares; i++) {
 		j->weight[i] = *(const uint64_t *)((const char *)&j->shares[i] + field);
-		sum |= j->weight[i];
+		any |= j->weight[i];
 	}
-	for (size_t i = 0; i < j->nshares && !sum; i++) {
+	/* none: by connections; all 0 again, graph_split() shares evenly */
+	for (size_t i = 0; !any && i < j->nshares; i++)
 		j->weight[i] = j->shares[i].conns;
-		sum |= j->weight[i];
-	}
-	for (size_t i = 0; i < j->nshares && !sum; i++)
-		j->weight[i] = 1;
 	return graph_split(total, j->weight, j->nshares, part);
 }
 

@@ -23,7 +23,7 @@
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define ERR_LEN	      512
 #define MAX_DOCS      4
-#define MAX_EDGES     8
+#define MAX_EDGES     12
 
 /* ---- fixtures ---- */
 
@@ -278,6 +278,19 @@ static void test_join(void **state)
 		  GRAPH_PROJECT_PROCESS,
 		  { { "hostA/4242", "external/10.77.0.2", 80, 1, 2, 1 },
 		    { "external/10.77.0.3", "hostB/77", 80, 1, 2, 1 } } },
+		{ "the server saw another address of the client's host: not this end",
+		  { HOST_A(END(4242, "client", "10.77.0.1", "10.77.0.2", 80, 1, 2, 1, 0)),
+		    HOST_B(END(77, "server", "fd77::2", "fd77::1", 80, 2, 1, 1, 0)) },
+		  GRAPH_PROJECT_PROCESS,
+		  { { "hostA/4242", "external/10.77.0.2", 80, 1, 2, 1 },
+		    { "external/fd77::1", "hostB/77", 80, 1, 2, 1 } } },
+		{ "a server on the client's own host is not the peer's",
+		  { HOST_A(TWO(END(4242, "client", "10.77.0.1", "10.77.0.2", 80, 1, 2, 1, 0),
+			       END(4242, "server", "10.77.0.1", "10.77.0.1", 80, 4, 3, 1, 0))),
+		    HOST_B(END(77, "server", "10.77.0.2", "10.77.0.1", 80, 2, 1, 1, 0)) },
+		  GRAPH_PROJECT_PROCESS,
+		  { { "hostA/4242", "hostB/77", 80, 1, 2, 1 },
+		    { "external/10.77.0.1", "hostA/4242", 80, 3, 4, 1 } } },
 		{ "same host, paired by peer_pid",
 		  { LOCAL(TWO(
 			  END(5000, "client", "127.0.0.1", "127.0.0.1", 5432, 300, 9000, 2, 5001),
@@ -315,6 +328,20 @@ static void test_join(void **state)
 		   * 500.5 (a tie: the first); conns 7 by 1:2 = 2.3 + 4.7 */
 		  { { "hostA/4242", "hostB/77", 80, 334, 1502, 2 },
 		    { "hostA/4242", "hostB/78", 80, 667, 500, 5 } } },
+		{ "servers without byte counts: the split goes by connections",
+		  { HOST_A(END(4242, "client", "10.77.0.1", "10.77.0.2", 80, 9, 0, 3, 0)),
+		    HOST_B(TWO(END(77, "server", "10.77.0.2", "10.77.0.1", 80, 0, 0, 1, 0),
+			       END(78, "server", "10.77.0.2", "10.77.0.1", 80, 0, 0, 2, 0))) },
+		  GRAPH_PROJECT_PROCESS,
+		  { { "hostA/4242", "hostB/77", 80, 3, 0, 1 },
+		    { "hostA/4242", "hostB/78", 80, 6, 0, 2 } } },
+		{ "servers that counted nothing: an even split",
+		  { HOST_A(END(4242, "client", "10.77.0.1", "10.77.0.2", 80, 5, 2, 2, 0)),
+		    HOST_B(TWO(END(77, "server", "10.77.0.2", "10.77.0.1", 80, 0, 0, 0, 0),
+			       END(78, "server", "10.77.0.2", "10.77.0.1", 80, 0, 0, 0, 0))) },
+		  GRAPH_PROJECT_PROCESS,
+		  { { "hostA/4242", "hostB/77", 80, 3, 1, 1 },
+		    { "hostA/4242", "hostB/78", 80, 2, 1, 1 } } },
 		{ "two server ends of one process are one server vertex",
 		  { HOST_A(END(4242, "client", "10.77.0.1", "10.77.0.2", 80, 1001, 2002, 7, 0)),
 		    HOST_B(TWO(END(77, "server", "10.77.0.2", "10.77.0.1", 80, 300, 100, 1, 0),
@@ -796,6 +823,8 @@ static void test_limits(void **state)
 #define REDIS	 F("a:9977", "redis", "127.0.0.1", 6379, "server")
 #define LONE	 F("c:9977", "lone", "10.0.0.2", 80, "client")
 #define GONE	 F("a:9977", "gone", "10.0.0.2", 80, "client")
+#define WEB	 F("a:9977", "web", "10.0.0.2", 6380, "client")
+#define CACHE	 F("b:9977", "cache", "127.0.0.1", 6380, "server")
 
 static const char *const prom_fixture[GRAPH_PROM_QUERIES] = {
 	[GRAPH_PROM_BYTES_NOW] = VECTOR(
@@ -807,7 +836,8 @@ static const char *const prom_fixture[GRAPH_PROM_QUERIES] = {
 		TX(IDLE, "10") ", " RX(SSHD, "10") ", "
 		TX(APP, "10") ", " RX(APP, "20") ", "
 		TX(REDIS, "20") ", " RX(REDIS, "10") ", "
-		TX(LONE, "4")),
+		TX(LONE, "4") ", "
+		TX(WEB, "3") ", " TX(CACHE, "6")),
 	[GRAPH_PROM_BYTES_THEN] = VECTOR(
 		TX(CURL, "1000") ", " RX(CURL, "10000") ", "
 		TX(NGINX, "10000") ", " RX(NGINX, "1000") ", "
@@ -867,6 +897,9 @@ static void test_prometheus(void **state)
 		{ PV("hostA", "app"), PV("hostA", "redis"), 6379, 10, 20, 1 },
 		/* no host_info, no address: the instance names the host, which owns nothing */
 		{ PV("c:9977", "lone"), "external/10.0.0.2", 80, 4, 0, 1 },
+		/* a server's loopback peer is on its own host, not on the client's */
+		{ PV("hostA", "web"), "external/10.0.0.2", 6380, 3, 0, 0 },
+		{ "external/127.0.0.1", PV("hostB", "cache"), 6380, 0, 6, 0 },
 		{ 0 },
 	};
 	char err[ERR_LEN] = "";
@@ -901,6 +934,8 @@ static void test_prometheus(void **state)
 			       { "hostA", "hostB", 5432, 700, 7000, 1 },
 			       { "hostB", "external/198.51.100.7", 443, 300, 200, 1 },
 			       { "c:9977", "external/10.0.0.2", 80, 4, 0, 1 },
+			       { "hostA", "external/10.0.0.2", 6380, 3, 0, 0 },
+			       { "external/127.0.0.1", "hostB", 6380, 0, 6, 0 },
 			       { 0 } },
 		       "prometheus, host projection"))
 		fail_msg("the Prometheus fixture's host edges differ");
