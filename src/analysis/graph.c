@@ -37,12 +37,17 @@ const struct graph_prom_query_def graph_prom_queries[GRAPH_PROM_QUERIES] = {
 /*
  * An address as inet_pton reads it, IPv4 stored IPv4-mapped so that "10.0.0.1" and
  * "::ffff:10.0.0.1" compare equal; family 0 is unknown (an empty local_addr, and every
- * Prometheus end's). memcmp orders it: no padding.
+ * Prometheus end's). A unix socket's address ("unix:/run/x.sock", "unix:@name", "unix:") is
+ * family ADDR_UNIX, its string interned in graph.unix_addrs and a[0..3] its index. memcmp
+ * orders it: no padding.
  */
 struct graph_addr {
-	uint8_t family; /* 0, 4 or 6 */
+	uint8_t family; /* 0, 4, 6 or ADDR_UNIX */
 	uint8_t a[16];
 };
+
+#define ADDR_UNIX     'u'
+#define UNIX_ADDR_MAX 512 /* "unix:" and a path: 108 bytes at most in the kernel */
 
 enum end_role {
 	ROLE_CLIENT = 0,
@@ -89,6 +94,9 @@ struct graph {
 	size_t nends, ends_cap;
 	char protocols[MAX_PROTOCOLS][8];
 	size_t nprotocols;
+	char **unix_addrs; /* interned; kept when an add is rolled back (nothing refers to them) */
+	size_t nunix, unix_cap;
+	void *unix_tree; /* of struct unix_node */
 };
 
 /* ---- small helpers ---- */
@@ -145,7 +153,8 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
 	return a + b < a ? UINT64_MAX : a + b;
 }
 
-static int addr_parse(const char *s, struct graph_addr *out)
+/* An IP address (a host's own addresses are no unix sockets). */
+static int addr_parse_ip(const char *s, struct graph_addr *out)
 {
 	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 	struct in_addr v4;
@@ -164,15 +173,74 @@ static int addr_parse(const char *s, struct graph_addr *out)
 	return -EINVAL;
 }
 
-/* As the agent prints it: inet_ntop, IPv4-mapped addresses as IPv4. */
-static void addr_string(const struct graph_addr *x, char *buf, size_t len)
+struct unix_node {
+	const char *addr; /* first: strcmp-able through the node */
+	uint32_t index;
+};
+
+static int unix_node_cmp(const void *a, const void *b)
 {
+	return strcmp(((const struct unix_node *)a)->addr, ((const struct unix_node *)b)->addr);
+}
+
+/* An end's address: an IP address or a unix socket's; -ENOMEM when interning failed. */
+static int addr_parse(struct graph *g, const char *s, struct graph_addr *out)
+{
+	struct unix_node key = { s, 0 }, *node, **found;
+	uint32_t index;
+	int ret;
+
+	if (strncmp(s, "unix:", 5))
+		return addr_parse_ip(s, out);
+	if (strlen(s) >= UNIX_ADDR_MAX)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	out->family = ADDR_UNIX;
+	found = tfind(&key, &g->unix_tree, unix_node_cmp);
+	if (found) {
+		memcpy(out->a, &(*found)->index, sizeof(index));
+		return 0;
+	}
+	ret = grow((void **)&g->unix_addrs, &g->unix_cap, g->nunix + 1, sizeof(*g->unix_addrs),
+		   UINT32_MAX);
+	if (ret)
+		return -ENOMEM;
+	node = malloc(sizeof(*node));
+	g->unix_addrs[g->nunix] = strdup(s);
+	if (!node || !g->unix_addrs[g->nunix]) {
+		free(node);
+		free(g->unix_addrs[g->nunix]);
+		return -ENOMEM;
+	}
+	index = (uint32_t)g->nunix;
+	*node = (struct unix_node){ g->unix_addrs[g->nunix], index };
+	if (!tsearch(node, &g->unix_tree, unix_node_cmp)) {
+		free(node);
+		free(g->unix_addrs[g->nunix]);
+		return -ENOMEM;
+	}
+	g->nunix++;
+	memcpy(out->a, &index, sizeof(index));
+	return 0;
+}
+
+/* As the agent prints it: inet_ntop, IPv4-mapped addresses as IPv4; a unix one as it was. */
+static const char *addr_text(const struct graph *g, const struct graph_addr *x, char *buf,
+			     size_t len)
+{
+	uint32_t index;
+
+	if (x->family == ADDR_UNIX) {
+		memcpy(&index, x->a, sizeof(index));
+		return g->unix_addrs[index];
+	}
 	if (x->family == 4)
 		inet_ntop(AF_INET, x->a + 12, buf, len);
 	else if (x->family == 6)
 		inet_ntop(AF_INET6, x->a, buf, len);
 	else
 		snprintf(buf, len, "%s", "");
+	return buf;
 }
 
 static bool addr_is_loopback(const struct graph_addr *x)
@@ -263,6 +331,10 @@ void graph_free(struct graph *g)
 	if (!g)
 		return;
 	graph_rollback(g, &(struct graph_mark){ 0 });
+	tdestroy(g->unix_tree, free);
+	for (size_t i = 0; i < g->nunix; i++)
+		free(g->unix_addrs[i]);
+	free(g->unix_addrs);
 	free(g->hosts);
 	free(g->procs);
 	free(g->ends);
@@ -519,7 +591,7 @@ static int agent_host(struct agent_parse *a, struct json_object *root)
 		struct graph_addr x;
 
 		if (!json_object_is_type(v, json_type_string) ||
-		    addr_parse(json_object_get_string(v), &x))
+		    addr_parse_ip(json_object_get_string(v), &x))
 			return fail(c, -EINVAL, "addresses[%zu] is not an IP address", i);
 		ret = host_add_addr(h, &cap, &x, c);
 		if (ret)
@@ -618,10 +690,14 @@ static int agent_end(struct agent_parse *a, struct json_object *e, size_t i, str
 	if (proto < 0)
 		return fail(c, -EINVAL, "%s.protocol \"%s\": %s", where, protocol,
 			    proto == -E2BIG ? "too many protocols" : "not a protocol name");
-	if (*local && addr_parse(local, &out->local))
-		return fail(c, -EINVAL, "%s.local_addr \"%s\" is not an IP address", where, local);
-	if (addr_parse(peer, &out->peer))
-		return fail(c, -EINVAL, "%s.peer_addr \"%s\" is not an IP address", where, peer);
+	ret = *local ? addr_parse(a->g, local, &out->local) : 0;
+	if (ret)
+		return fail(c, ret, "%s.local_addr \"%.80s\" is not an IP or unix: address", where,
+			    local);
+	ret = addr_parse(a->g, peer, &out->peer);
+	if (ret)
+		return fail(c, ret, "%s.peer_addr \"%.80s\" is not an IP or unix: address", where,
+			    peer);
 	out->protocol = (uint8_t)proto;
 	out->port = (uint16_t)port;
 	out->tx = tx;
@@ -725,14 +801,15 @@ enum prom_label {
 	PL_PEER_PORT,
 	PL_ROLE,
 	PL_DIRECTION,
+	PL_PROTOCOL,
 	PL_HOST,
 	PL_ADDR,
 	PL_COUNT,
 };
 
 static const char *const prom_label_names[PL_COUNT] = {
-	"instance",  "cgroup", "workload",  "comm", "peer_addr",
-	"peer_port", "role",   "direction", "host", "addr",
+	"instance", "cgroup",	 "workload", "comm", "peer_addr", "peer_port",
+	"role",	    "direction", "protocol", "host", "addr",
 };
 
 /* One series of a result: its label set (less __name__) as a key, the labels plumb reads. */
@@ -1056,6 +1133,12 @@ static int prom_instances(struct prom_build *b)
 	return 0;
 }
 
+/* Before plumb 0.1's flow module counted udp and unix, its series had no protocol: tcp. */
+static const char *prom_protocol(const struct prom_sample *s)
+{
+	return s->label[PL_PROTOCOL] ? s->label[PL_PROTOCOL] : "tcp";
+}
+
 /* A flow series' labels, checked, and the key of its end in *key. */
 static int prom_flow_key(struct prom_build *b, const struct prom_sample *s, const char *metric,
 			 size_t i, bool bytes, char **key)
@@ -1070,10 +1153,11 @@ static int prom_flow_key(struct prom_build *b, const struct prom_sample *s, cons
 	if (bytes && (!s->label[PL_DIRECTION] || (strcmp(s->label[PL_DIRECTION], "tx") &&
 						  strcmp(s->label[PL_DIRECTION], "rx"))))
 		return fail(b->c, -EINVAL, "%s: result[%zu]: direction is not tx or rx", metric, i);
-	if (asprintf(key, "%zu:%s,%zu:%s,%zu:%s,%s,%s,%s", strlen(s->label[PL_INSTANCE]),
+	if (asprintf(key, "%zu:%s,%zu:%s,%zu:%s,%zu:%s,%zu:%s,%s,%s", strlen(s->label[PL_INSTANCE]),
 		     s->label[PL_INSTANCE], strlen(s->label[PL_CGROUP]), s->label[PL_CGROUP],
-		     strlen(s->label[PL_COMM]), s->label[PL_COMM], s->label[PL_PEER_ADDR],
-		     s->label[PL_PEER_PORT], s->label[PL_ROLE]) < 0) {
+		     strlen(s->label[PL_COMM]), s->label[PL_COMM], strlen(s->label[PL_PEER_ADDR]),
+		     s->label[PL_PEER_ADDR], strlen(s->label[PL_PEER_PORT]), s->label[PL_PEER_PORT],
+		     s->label[PL_ROLE], prom_protocol(s)) < 0) {
 		*key = NULL;
 		return fail(b->c, -ENOMEM, "out of memory");
 	}
@@ -1170,7 +1254,7 @@ static int prom_hosts(struct prom_build *b)
 		uint32_t h = host_index(b, instance_host(b, s->label[PL_INSTANCE]));
 		struct graph_addr x;
 
-		if (!s->label[PL_ADDR] || addr_parse(s->label[PL_ADDR], &x))
+		if (!s->label[PL_ADDR] || addr_parse_ip(s->label[PL_ADDR], &x))
 			ret = fail(b->c, -EINVAL,
 				   "plumb_host_address: result[%zu]: addr is not an IP address", i);
 		else
@@ -1188,6 +1272,7 @@ static int prom_end_add(struct prom_build *b, const struct prom_end *pe)
 	const struct prom_sample *s = pe->s;
 	struct graph_end *e = &b->g->ends[b->g->nends];
 	unsigned long port;
+	int ret, proto;
 	char *end;
 
 	memset(e, 0, sizeof(*e));
@@ -1199,10 +1284,17 @@ static int prom_end_add(struct prom_build *b, const struct prom_end *pe)
 		return fail(b->c, -EINVAL,
 			    "flow series of %s, comm %s: role \"%s\" is not client or server",
 			    s->label[PL_INSTANCE], s->label[PL_COMM], s->label[PL_ROLE]);
-	if (addr_parse(s->label[PL_PEER_ADDR], &e->peer))
-		return fail(b->c, -EINVAL,
-			    "flow series of %s, comm %s: peer_addr \"%s\" is not an IP address",
+	ret = addr_parse(b->g, s->label[PL_PEER_ADDR], &e->peer);
+	if (ret)
+		return fail(b->c, ret,
+			    "flow series of %s, comm %s: peer_addr \"%.80s\" is not an IP or unix: "
+			    "address",
 			    s->label[PL_INSTANCE], s->label[PL_COMM], s->label[PL_PEER_ADDR]);
+	proto = protocol_index(b->g, prom_protocol(s));
+	if (proto < 0)
+		return fail(b->c, -EINVAL, "flow series of %s, comm %s: protocol \"%s\": %s",
+			    s->label[PL_INSTANCE], s->label[PL_COMM], prom_protocol(s),
+			    proto == -E2BIG ? "too many protocols" : "not a protocol name");
 	errno = 0;
 	port = strtoul(s->label[PL_PEER_PORT], &end, 10);
 	if (!*s->label[PL_PEER_PORT] || *end || errno || port > UINT16_MAX ||
@@ -1211,7 +1303,7 @@ static int prom_end_add(struct prom_build *b, const struct prom_end *pe)
 			    "flow series of %s, comm %s: peer_port \"%s\" is not a port",
 			    s->label[PL_INSTANCE], s->label[PL_COMM], s->label[PL_PEER_PORT]);
 	e->port = (uint16_t)port;
-	e->protocol = (uint8_t)protocol_index(b->g, "tcp"); /* the flow module is TCP's */
+	e->protocol = (uint8_t)proto;
 	e->proc = (uint32_t)(b->g->nprocs - 1);
 	e->peer_proc = NO_PROC;
 	e->tx = pe->tx;
@@ -1231,8 +1323,6 @@ static int prom_processes(struct prom_build *b)
 	ret = end_reserve(b->g, b->c, b->nends);
 	if (ret)
 		return ret;
-	if (protocol_index(b->g, "tcp") < 0)
-		return fail(b->c, -E2BIG, "too many protocols");
 	for (size_t i = 0; i < b->nends; i++) {
 		const struct prom_end *e = &b->ends[i];
 		const struct prom_sample *s = e->s;
@@ -1908,11 +1998,12 @@ static int vertex_fill_process(struct graph_vertex *v, const struct graph *g,
 }
 
 /* {host: <peer_addr>, comm: "?", pid: 0} (§3), the other strings empty */
-static int vertex_fill_external(struct graph_vertex *v, const struct graph_addr *x)
+static int vertex_fill_external(struct graph_vertex *v, const struct graph *g,
+				const struct graph_addr *x)
 {
-	char addr[INET6_ADDRSTRLEN];
+	char buf[INET6_ADDRSTRLEN];
+	const char *addr = addr_text(g, x, buf, sizeof(buf));
 
-	addr_string(x, addr, sizeof(addr));
 	v->kind = GRAPH_VERTEX_EXTERNAL;
 	v->id = string_printf("external/%s", addr);
 	v->label = strdup(v->id ? v->id : "");
@@ -1997,7 +2088,7 @@ static int project_ref(struct projector *pr, uint32_t ref, uint32_t *out)
 		if (ret)
 			return ret;
 		if (!p)
-			ret = vertex_fill_external(&pr->v[*out], &pr->j->ext[ref & ~EXTERNAL]);
+			ret = vertex_fill_external(&pr->v[*out], g, &pr->j->ext[ref & ~EXTERNAL]);
 		else if (pr->projection == GRAPH_PROJECT_HOST)
 			ret = vertex_fill_named(&pr->v[*out], GRAPH_VERTEX_HOST,
 						g->hosts[p->host].name);
@@ -2327,12 +2418,15 @@ static int table_order(const void *a, const void *b, void *arg)
 	return d ?: view_edge_cmp(x, y);
 }
 
+/* "80" for tcp, "53/udp" for another protocol, "unix" where there is no port */
 static void table_port(const struct graph_edge *e, char *buf, size_t len)
 {
-	if (strcmp(e->protocol, "tcp"))
+	if (!strcmp(e->protocol, "tcp"))
+		snprintf(buf, len, "%u", e->port);
+	else if (e->port)
 		snprintf(buf, len, "%u/%s", e->port, e->protocol);
 	else
-		snprintf(buf, len, "%u", e->port);
+		snprintf(buf, len, "%s", e->protocol);
 }
 
 int graph_write_table(const struct graph_view *v, FILE *out)

@@ -23,7 +23,7 @@
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define ERR_LEN	      512
 #define MAX_DOCS      4
-#define MAX_EDGES     12
+#define MAX_EDGES     16
 
 /* ---- fixtures ---- */
 
@@ -48,10 +48,21 @@ static char *json(const char *fixture)
 	"{'pid': " #pid ", 'comm': '" comm "', 'exe': '/usr/bin/" comm "', " \
 	"'cgroup': '/system.slice/" comm ".service', 'workload': '" workload "'}"
 #define END(pid, role, local, peer, port, tx, rx, conns, peer_pid) \
-	"{'pid': " #pid ", 'role': '" role "', 'protocol': 'tcp', " \
+	ENDP("tcp", pid, role, local, peer, port, tx, rx, conns, peer_pid)
+#define ENDP(proto, pid, role, local, peer, port, tx, rx, conns, peer_pid) \
+	"{'pid': " #pid ", 'role': '" role "', 'protocol': '" proto "', " \
 	"'local_addr': '" local "', 'peer_addr': '" peer "', 'port': " #port ", " \
 	"'tx_bytes': " #tx ", 'rx_bytes': " #rx ", 'connections': " #conns ", " \
 	"'peer_pid': " #peer_pid "}"
+#define LONG_PATH /* 512 characters */ \
+	"/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
+	"/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
+	"/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
+	"/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
+	"/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
+	"/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
+	"/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" \
+	"/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 /* two items of a list */
 #define TWO(a, b) a ", " b
 
@@ -70,7 +81,7 @@ static char *json(const char *fixture)
 
 struct want_edge {
 	const char *source, *target;
-	uint16_t port;
+	const char *port; /* as the table writes it: "80" (tcp), "53/udp", "unix" (no port) */
 	uint64_t tx, rx, conns;
 };
 
@@ -121,15 +132,29 @@ static const struct graph_vertex *vertex_by_id(const struct graph_view *v, const
 	return NULL;
 }
 
+/* An edge's port as docs/graph.md §6 says the table writes it. */
+static const char *port_of(const struct graph_edge *e)
+{
+	static char buf[32];
+
+	if (!strcmp(e->protocol, "tcp"))
+		snprintf(buf, sizeof(buf), "%u", e->port);
+	else if (e->port)
+		snprintf(buf, sizeof(buf), "%u/%s", e->port, e->protocol);
+	else
+		snprintf(buf, sizeof(buf), "%s", e->protocol);
+	return buf;
+}
+
 static void print_edges(const struct graph_view *v)
 {
 	for (size_t i = 0; i < v->nedges; i++) {
 		const struct graph_edge *e = &v->edges[i];
 
-		print_error("    %s -> %s :%u tx %llu rx %llu conns %llu\n",
+		print_error("    %s -> %s :%u %s tx %llu rx %llu conns %llu\n",
 			    v->vertices[e->source].id, v->vertices[e->target].id, e->port,
-			    (unsigned long long)e->tx_bytes, (unsigned long long)e->rx_bytes,
-			    (unsigned long long)e->connections);
+			    e->protocol, (unsigned long long)e->tx_bytes,
+			    (unsigned long long)e->rx_bytes, (unsigned long long)e->connections);
 	}
 }
 
@@ -149,22 +174,23 @@ static bool edges_are(const struct graph_view *v, const struct want_edge *want, 
 			const struct graph_edge *e = &v->edges[k];
 
 			if (!strcmp(v->vertices[e->source].id, w->source) &&
-			    !strcmp(v->vertices[e->target].id, w->target) && e->port == w->port)
+			    !strcmp(v->vertices[e->target].id, w->target) &&
+			    !strcmp(port_of(e), w->port))
 				found = e;
 		}
 		if (!found) {
-			print_error("%s: no edge %s -> %s :%u\n", name, w->source, w->target,
+			print_error("%s: no edge %s -> %s :%s\n", name, w->source, w->target,
 				    w->port);
 			ok = false;
 		} else if (found->tx_bytes != w->tx || found->rx_bytes != w->rx ||
-			   found->connections != w->conns || strcmp(found->protocol, "tcp")) {
-			print_error("%s: edge %s -> %s :%u: expected tx %llu rx %llu conns %llu "
-				    "tcp, got tx %llu rx %llu conns %llu %s\n",
+			   found->connections != w->conns) {
+			print_error("%s: edge %s -> %s :%s: expected tx %llu rx %llu conns %llu, "
+				    "got tx %llu rx %llu conns %llu\n",
 				    name, w->source, w->target, w->port, (unsigned long long)w->tx,
 				    (unsigned long long)w->rx, (unsigned long long)w->conns,
 				    (unsigned long long)found->tx_bytes,
 				    (unsigned long long)found->rx_bytes,
-				    (unsigned long long)found->connections, found->protocol);
+				    (unsigned long long)found->connections);
 			ok = false;
 		}
 	}
@@ -241,63 +267,63 @@ static void test_join(void **state)
 		    HOST_B(END(77, "server", "10.77.0.2", "10.77.0.1", 80, 53001, 1199, 3, 0)) },
 		  GRAPH_PROJECT_PROCESS,
 		  /* the client end's counts, not the server's */
-		  { { "hostA/4242", "hostB/77", 80, 1200, 53000, 3 } } },
+		  { { "hostA/4242", "hostB/77", "80", 1200, 53000, 3 } } },
 		{ "two hosts, the server saw the client IPv4-mapped",
 		  { HOST_A(END(4242, "client", "10.77.0.1", "10.77.0.2", 80, 1200, 53000, 3, 0)),
 		    HOST_B(END(77, "server", "10.77.0.2", "::ffff:10.77.0.1", 80, 53000, 1200, 3,
 			       0)) },
 		  GRAPH_PROJECT_PROCESS,
-		  { { "hostA/4242", "hostB/77", 80, 1200, 53000, 3 } } },
+		  { { "hostA/4242", "hostB/77", "80", 1200, 53000, 3 } } },
 		{ "two hosts over IPv6, addresses written differently",
 		  { HOST_A(END(4242, "client", "fd77::1", "fd77::2", 443, 10, 20, 1, 0)),
 		    HOST_B(END(77, "server", "fd77::2", "fd77:0::1", 443, 20, 10, 1, 0)) },
 		  GRAPH_PROJECT_PROCESS,
-		  { { "hostA/4242", "hostB/77", 443, 10, 20, 1 } } },
+		  { { "hostA/4242", "hostB/77", "443", 10, 20, 1 } } },
 		{ "the agents listed the other way round",
 		  { HOST_B(END(77, "server", "10.77.0.2", "10.77.0.1", 80, 53000, 1200, 3, 0)),
 		    HOST_A(END(4242, "client", "10.77.0.1", "10.77.0.2", 80, 1200, 53000, 3, 0)) },
 		  GRAPH_PROJECT_PROCESS,
-		  { { "hostA/4242", "hostB/77", 80, 1200, 53000, 3 } } },
+		  { { "hostA/4242", "hostB/77", "80", 1200, 53000, 3 } } },
 		{ "another port: external vertices both ways",
 		  { HOST_A(END(4242, "client", "10.77.0.1", "10.77.0.2", 8080, 5, 6, 1, 0)),
 		    HOST_B(END(77, "server", "10.77.0.2", "10.77.0.1", 80, 53000, 1200, 3, 0)) },
 		  GRAPH_PROJECT_PROCESS,
-		  { { "hostA/4242", "external/10.77.0.2", 8080, 5, 6, 1 },
+		  { { "hostA/4242", "external/10.77.0.2", "8080", 5, 6, 1 },
 		    /* the server's tx is the server-to-client direction: the edge's rx */
-		    { "external/10.77.0.1", "hostB/77", 80, 1200, 53000, 3 } } },
+		    { "external/10.77.0.1", "hostB/77", "80", 1200, 53000, 3 } } },
 		{ "a peer no agent owns, a client no agent saw",
 		  { HOST_A(END(4242, "client", "10.77.0.1", "93.184.216.34", 443, 700, 4000000, 1,
 			       0)),
 		    HOST_B(END(77, "server", "10.77.0.2", "10.9.9.9", 80, 100, 20, 1, 0)) },
 		  GRAPH_PROJECT_PROCESS,
-		  { { "hostA/4242", "external/93.184.216.34", 443, 700, 4000000, 1 },
-		    { "external/10.9.9.9", "hostB/77", 80, 20, 100, 1 } } },
+		  { { "hostA/4242", "external/93.184.216.34", "443", 700, 4000000, 1 },
+		    { "external/10.9.9.9", "hostB/77", "80", 20, 100, 1 } } },
 		{ "the server saw another client address: no match",
 		  { HOST_A(END(4242, "client", "10.77.0.1", "10.77.0.2", 80, 1, 2, 1, 0)),
 		    HOST_B(END(77, "server", "10.77.0.2", "10.77.0.3", 80, 2, 1, 1, 0)) },
 		  GRAPH_PROJECT_PROCESS,
-		  { { "hostA/4242", "external/10.77.0.2", 80, 1, 2, 1 },
-		    { "external/10.77.0.3", "hostB/77", 80, 1, 2, 1 } } },
+		  { { "hostA/4242", "external/10.77.0.2", "80", 1, 2, 1 },
+		    { "external/10.77.0.3", "hostB/77", "80", 1, 2, 1 } } },
 		{ "the server saw another address of the client's host: not this end",
 		  { HOST_A(END(4242, "client", "10.77.0.1", "10.77.0.2", 80, 1, 2, 1, 0)),
 		    HOST_B(END(77, "server", "fd77::2", "fd77::1", 80, 2, 1, 1, 0)) },
 		  GRAPH_PROJECT_PROCESS,
-		  { { "hostA/4242", "external/10.77.0.2", 80, 1, 2, 1 },
-		    { "external/fd77::1", "hostB/77", 80, 1, 2, 1 } } },
+		  { { "hostA/4242", "external/10.77.0.2", "80", 1, 2, 1 },
+		    { "external/fd77::1", "hostB/77", "80", 1, 2, 1 } } },
 		{ "a server on the client's own host is not the peer's",
 		  { HOST_A(TWO(END(4242, "client", "10.77.0.1", "10.77.0.2", 80, 1, 2, 1, 0),
 			       END(4242, "server", "10.77.0.1", "10.77.0.1", 80, 4, 3, 1, 0))),
 		    HOST_B(END(77, "server", "10.77.0.2", "10.77.0.1", 80, 2, 1, 1, 0)) },
 		  GRAPH_PROJECT_PROCESS,
-		  { { "hostA/4242", "hostB/77", 80, 1, 2, 1 },
-		    { "external/10.77.0.1", "hostA/4242", 80, 3, 4, 1 } } },
+		  { { "hostA/4242", "hostB/77", "80", 1, 2, 1 },
+		    { "external/10.77.0.1", "hostA/4242", "80", 3, 4, 1 } } },
 		{ "same host, paired by peer_pid",
 		  { LOCAL(TWO(
 			  END(5000, "client", "127.0.0.1", "127.0.0.1", 5432, 300, 9000, 2, 5001),
 			  END(5001, "server", "127.0.0.1", "127.0.0.1", 5432, 9001, 299, 2,
 			      5000))) },
 		  GRAPH_PROJECT_PROCESS,
-		  { { "hostA/5000", "hostA/5001", 5432, 300, 9000, 2 } } },
+		  { { "hostA/5000", "hostA/5001", "5432", 300, 9000, 2 } } },
 		{ "a server end with a peer_pid adds nothing",
 		  { LOCAL(END(5001, "server", "127.0.0.1", "127.0.0.1", 5432, 9001, 299, 2,
 			      5000)) },
@@ -307,18 +333,18 @@ static void test_join(void **state)
 		  { LOCAL(TWO(END(6000, "client", "127.0.0.1", "127.0.0.1", 6379, 10, 20, 1, 0),
 			      END(6001, "server", "127.0.0.1", "127.0.0.1", 6379, 20, 10, 1, 0))) },
 		  GRAPH_PROJECT_PROCESS,
-		  { { "hostA/6000", "hostA/6001", 6379, 10, 20, 1 } } },
+		  { { "hostA/6000", "hostA/6001", "6379", 10, 20, 1 } } },
 		{ "same host, to its own non-loopback address",
 		  { LOCAL(TWO(END(6000, "client", "10.77.0.1", "10.77.0.1", 6379, 10, 20, 1, 0),
 			      END(6001, "server", "10.77.0.1", "10.77.0.1", 6379, 20, 10, 1, 0))) },
 		  GRAPH_PROJECT_PROCESS,
-		  { { "hostA/6000", "hostA/6001", 6379, 10, 20, 1 } } },
+		  { { "hostA/6000", "hostA/6001", "6379", 10, 20, 1 } } },
 		{ "loopback does not reach another host",
 		  { HOST_A(END(4242, "client", "127.0.0.1", "127.0.0.1", 6379, 10, 20, 1, 0)),
 		    HOST_B(END(77, "server", "127.0.0.1", "127.0.0.1", 6379, 20, 10, 1, 0)) },
 		  GRAPH_PROJECT_PROCESS,
-		  { { "hostA/4242", "external/127.0.0.1", 6379, 10, 20, 1 },
-		    { "external/127.0.0.1", "hostB/77", 6379, 10, 20, 1 } } },
+		  { { "hostA/4242", "external/127.0.0.1", "6379", 10, 20, 1 },
+		    { "external/127.0.0.1", "hostB/77", "6379", 10, 20, 1 } } },
 		{ "two servers share a port: proportional split",
 		  { HOST_A(END(4242, "client", "10.77.0.1", "10.77.0.2", 80, 1001, 2002, 7, 0)),
 		    HOST_B(TWO(END(77, "server", "10.77.0.2", "10.77.0.1", 80, 300, 100, 1, 0),
@@ -326,28 +352,61 @@ static void test_join(void **state)
 		  GRAPH_PROJECT_PROCESS,
 		  /* tx 1001 by rx 100:200 = 333.7 + 667.3; rx 2002 by tx 300:100 = 1501.5 +
 		   * 500.5 (a tie: the first); conns 7 by 1:2 = 2.3 + 4.7 */
-		  { { "hostA/4242", "hostB/77", 80, 334, 1502, 2 },
-		    { "hostA/4242", "hostB/78", 80, 667, 500, 5 } } },
+		  { { "hostA/4242", "hostB/77", "80", 334, 1502, 2 },
+		    { "hostA/4242", "hostB/78", "80", 667, 500, 5 } } },
 		{ "servers without byte counts: the split goes by connections",
 		  { HOST_A(END(4242, "client", "10.77.0.1", "10.77.0.2", 80, 9, 0, 3, 0)),
 		    HOST_B(TWO(END(77, "server", "10.77.0.2", "10.77.0.1", 80, 0, 0, 1, 0),
 			       END(78, "server", "10.77.0.2", "10.77.0.1", 80, 0, 0, 2, 0))) },
 		  GRAPH_PROJECT_PROCESS,
-		  { { "hostA/4242", "hostB/77", 80, 3, 0, 1 },
-		    { "hostA/4242", "hostB/78", 80, 6, 0, 2 } } },
+		  { { "hostA/4242", "hostB/77", "80", 3, 0, 1 },
+		    { "hostA/4242", "hostB/78", "80", 6, 0, 2 } } },
 		{ "servers that counted nothing: an even split",
 		  { HOST_A(END(4242, "client", "10.77.0.1", "10.77.0.2", 80, 5, 2, 2, 0)),
 		    HOST_B(TWO(END(77, "server", "10.77.0.2", "10.77.0.1", 80, 0, 0, 0, 0),
 			       END(78, "server", "10.77.0.2", "10.77.0.1", 80, 0, 0, 0, 0))) },
 		  GRAPH_PROJECT_PROCESS,
-		  { { "hostA/4242", "hostB/77", 80, 3, 1, 1 },
-		    { "hostA/4242", "hostB/78", 80, 2, 1, 1 } } },
+		  { { "hostA/4242", "hostB/77", "80", 3, 1, 1 },
+		    { "hostA/4242", "hostB/78", "80", 2, 1, 1 } } },
+		{ "unix, paired by peer_pid",
+		  { LOCAL(TWO(ENDP("unix", 6000, "client", "", "unix:/run/redis.sock", 0, 10, 20, 1,
+				   6001),
+			      ENDP("unix", 6001, "server", "", "unix:/run/redis.sock", 0, 20, 10, 1,
+				   6000))) },
+		  GRAPH_PROJECT_PROCESS,
+		  { { "hostA/6000", "hostA/6001", "unix", 10, 20, 1 } } },
+		{ "unix without a peer_pid: external vertices by the socket's address",
+		  { LOCAL(TWO(ENDP("unix", 6000, "client", "", "unix:@bus", 0, 1, 2, 1, 0),
+			      ENDP("unix", 6001, "server", "", "unix:", 0, 3, 4, 1, 0))) },
+		  GRAPH_PROJECT_PROCESS,
+		  { { "hostA/6000", "external/unix:@bus", "unix", 1, 2, 1 },
+		    { "external/unix:", "hostA/6001", "unix", 4, 3, 1 } } },
+		{ "unix addresses, each its own external vertex",
+		  { LOCAL(TWO(TWO(ENDP("unix", 6000, "client", "", "unix:@a", 0, 1, 1, 1, 0),
+				  ENDP("unix", 6000, "client", "", "unix:@b", 0, 2, 2, 1, 0)),
+			      ENDP("unix", 5000, "client", "", "unix:@b", 0, 3, 3, 1, 0))) },
+		  GRAPH_PROJECT_PROCESS,
+		  { { "hostA/6000", "external/unix:@a", "unix", 1, 1, 1 },
+		    { "hostA/6000", "external/unix:@b", "unix", 2, 2, 1 },
+		    { "hostA/5000", "external/unix:@b", "unix", 3, 3, 1 } } },
+		{ "udp across hosts, the client's local address unspecified",
+		  { HOST_A(ENDP("udp", 4242, "client", "", "10.77.0.2", 53, 100, 200, 1, 0)),
+		    HOST_B(ENDP("udp", 77, "server", "10.77.0.2", "10.77.0.1", 53, 200, 100, 1,
+				0)) },
+		  GRAPH_PROJECT_PROCESS,
+		  { { "hostA/4242", "hostB/77", "53/udp", 100, 200, 1 } } },
+		{ "tcp and udp on one port do not match",
+		  { HOST_A(END(4242, "client", "10.77.0.1", "10.77.0.2", 53, 1, 2, 1, 0)),
+		    HOST_B(ENDP("udp", 77, "server", "10.77.0.2", "10.77.0.1", 53, 2, 1, 1, 0)) },
+		  GRAPH_PROJECT_PROCESS,
+		  { { "hostA/4242", "external/10.77.0.2", "53", 1, 2, 1 },
+		    { "external/10.77.0.1", "hostB/77", "53/udp", 1, 2, 1 } } },
 		{ "two server ends of one process are one server vertex",
 		  { HOST_A(END(4242, "client", "10.77.0.1", "10.77.0.2", 80, 1001, 2002, 7, 0)),
 		    HOST_B(TWO(END(77, "server", "10.77.0.2", "10.77.0.1", 80, 300, 100, 1, 0),
 			       END(77, "server", "fd77::2", "10.77.0.1", 80, 100, 200, 2, 0))) },
 		  GRAPH_PROJECT_PROCESS,
-		  { { "hostA/4242", "hostB/77", 80, 1001, 2002, 7 } } },
+		  { { "hostA/4242", "hostB/77", "80", 1001, 2002, 7 } } },
 		{ "an end that counted nothing is no edge",
 		  { HOST_A(END(4242, "client", "10.77.0.1", "10.77.0.2", 80, 0, 0, 0, 0)),
 		    HOST_B(END(77, "server", "10.77.0.2", "10.77.0.1", 80, 0, 0, 0, 0)) },
@@ -359,7 +418,7 @@ static void test_join(void **state)
 		    HOST_B(TWO(END(77, "server", "10.77.0.2", "10.77.0.1", 80, 2, 1, 1, 0),
 			       END(77, "server", "fd77::2", "fd77::1", 80, 20, 10, 1, 0))) },
 		  GRAPH_PROJECT_PROCESS,
-		  { { "hostA/4242", "hostB/77", 80, 11, 22, 2 } } },
+		  { { "hostA/4242", "hostB/77", "80", 11, 22, 2 } } },
 	};
 	int failures;
 
@@ -494,21 +553,21 @@ static void test_projections(void **state)
 		{ "process",
 		  { PROJ_A, PROJ_B },
 		  GRAPH_PROJECT_PROCESS,
-		  { { "hostA/10", "hostB/77", 80, 100, 1000, 1 },
-		    { "hostA/11", "hostB/77", 80, 200, 2000, 2 },
-		    { "hostA/10", "external/8.8.8.8", 53, 1, 2, 1 },
-		    { "hostA/12", "hostA/13", 5432, 5, 50, 1 } } },
+		  { { "hostA/10", "hostB/77", "80", 100, 1000, 1 },
+		    { "hostA/11", "hostB/77", "80", 200, 2000, 2 },
+		    { "hostA/10", "external/8.8.8.8", "53", 1, 2, 1 },
+		    { "hostA/12", "hostA/13", "5432", 5, 50, 1 } } },
 		{ "type: workload, else comm; coinciding edges summed",
 		  { PROJ_A, PROJ_B },
 		  GRAPH_PROJECT_TYPE,
-		  { { "systemd/worker.service", "systemd/nginx.service", 80, 300, 3000, 3 },
-		    { "systemd/worker.service", "external/8.8.8.8", 53, 1, 2, 1 },
-		    { "psql", "systemd/postgresql.service", 5432, 5, 50, 1 } } },
+		  { { "systemd/worker.service", "systemd/nginx.service", "80", 300, 3000, 3 },
+		    { "systemd/worker.service", "external/8.8.8.8", "53", 1, 2, 1 },
+		    { "psql", "systemd/postgresql.service", "5432", 5, 50, 1 } } },
 		{ "host: edges within a host dropped",
 		  { PROJ_A, PROJ_B },
 		  GRAPH_PROJECT_HOST,
-		  { { "hostA", "hostB", 80, 300, 3000, 3 },
-		    { "hostA", "external/8.8.8.8", 53, 1, 2, 1 } } },
+		  { { "hostA", "hostB", "80", 300, 3000, 3 },
+		    { "hostA", "external/8.8.8.8", "53", 1, 2, 1 } } },
 	};
 	struct graph *g = graph_of(cases[0].docs, 2);
 	struct graph_view *v;
@@ -577,6 +636,12 @@ static void test_agent_malformed(void **state)
 		{ DOC("hostA", "'nope'", "", ""), "addresses[0] is not an IP address" },
 		{ DOC("hostA", "'10.0.0.1', 7", "", ""), "addresses[1] is not an IP address" },
 		{ DOC("hostA", "'fe80::1%eth0'", "", ""), "addresses[0] is not an IP address" },
+		{ DOC("hostA", "'unix:/run/x.sock'", "", ""), "addresses[0] is not an IP address" },
+		{ DOC("hostA", "", "", ENDP("unix", 1, "client", "", "unix", 0, 1, 1, 1, 0)),
+		  "ends[0].peer_addr \"unix\" is not an IP or unix: address" },
+		{ DOC("hostA", "", "",
+		      ENDP("unix", 1, "client", "", "unix:/" LONG_PATH, 0, 1, 1, 1, 0)),
+		  "ends[0].peer_addr \"unix://aaaaaaaaaaaaaaaa" },
 		{ "{'version': 1, 'host': 'hostA', 'addresses': [], 'ends': []}",
 		  "has no \"processes\"" },
 		{ DOC("hostA", "", "7", ""), "processes[0] is not an object" },
@@ -605,16 +670,16 @@ static void test_agent_malformed(void **state)
 		  "ends[0].rx_bytes is not an integer" },
 		{ DOC("hostA", "", "", END(1, "client", "", "10.0.0.2", 80, 1, 1, '3', 0)),
 		  "ends[0].connections is not an integer" },
-		{ DOC("hostA", "", "", END(1, "client", "", "10.0.0.2", 80, 1, 1, true, 0)),
+		{ DOC("hostA", "", "", END(1, "client", "", "10.0.0.2", 80, 1, 1, [], 0)),
 		  "ends[0].connections is not an integer" },
 		{ DOC("hostA", "", "", END(1, "client", "", "10.0.0.2", 80, 1, 1, 1, -1)),
 		  "ends[0].peer_pid is not an integer" },
 		{ DOC("hostA", "", "", END(1, "client", "", "10.0.0.300", 80, 1, 1, 1, 0)),
-		  "ends[0].peer_addr \"10.0.0.300\" is not an IP address" },
+		  "ends[0].peer_addr \"10.0.0.300\" is not an IP or unix: address" },
 		{ DOC("hostA", "", "", END(1, "client", "", "", 80, 1, 1, 1, 0)),
-		  "ends[0].peer_addr \"\" is not an IP address" },
+		  "ends[0].peer_addr \"\" is not an IP or unix: address" },
 		{ DOC("hostA", "", "", END(1, "client", "here", "10.0.0.2", 80, 1, 1, 1, 0)),
-		  "ends[0].local_addr \"here\" is not an IP address" },
+		  "ends[0].local_addr \"here\" is not an IP or unix: address" },
 		{ DOC("hostA", "", "",
 		      "{'pid': 1, 'role': 'client', 'protocol': 'TCP', 'peer_addr': '10.0.0.2', "
 		      "'port': 80, 'tx_bytes': 1, 'rx_bytes': 1, 'connections': 1}"),
@@ -824,6 +889,13 @@ static void test_limits(void **state)
 #define LONE	 F("c:9977", "lone", "10.0.0.2", 80, "client")
 #define GONE	 F("a:9977", "gone", "10.0.0.2", 80, "client")
 #define WEB	 F("a:9977", "web", "10.0.0.2", 6380, "client")
+/* with a protocol label (without one, a series is tcp's) */
+#define FP(inst, comm, peer, port, role, proto) \
+	F(inst, comm, peer, port, role) ", 'protocol': '" proto "'"
+#define DNS_TCP	 FP("a:9977", "resolver", "10.0.0.2", 53, "client", "tcp")
+#define DNS_UDP	 FP("a:9977", "resolver", "10.0.0.2", 53, "client", "udp")
+#define NAMED	 FP("b:9977", "named", "10.0.0.1", 53, "server", "udp")
+#define SOCK	 FP("a:9977", "app", "unix:/run/x.sock", 0, "client", "unix")
 #define CACHE	 F("b:9977", "cache", "127.0.0.1", 6380, "server")
 
 static const char *const prom_fixture[GRAPH_PROM_QUERIES] = {
@@ -837,7 +909,9 @@ static const char *const prom_fixture[GRAPH_PROM_QUERIES] = {
 		TX(APP, "10") ", " RX(APP, "20") ", "
 		TX(REDIS, "20") ", " RX(REDIS, "10") ", "
 		TX(LONE, "4") ", "
-		TX(WEB, "3") ", " TX(CACHE, "6")),
+		TX(WEB, "3") ", " TX(CACHE, "6") ", "
+		TX(DNS_TCP, "11") ", " TX(DNS_UDP, "22") ", " RX(DNS_UDP, "44") ", "
+		TX(NAMED, "44") ", " RX(NAMED, "22") ", " TX(SOCK, "5")),
 	[GRAPH_PROM_BYTES_THEN] = VECTOR(
 		TX(CURL, "1000") ", " RX(CURL, "10000") ", "
 		TX(NGINX, "10000") ", " RX(NGINX, "1000") ", "
@@ -852,7 +926,9 @@ static const char *const prom_fixture[GRAPH_PROM_QUERIES] = {
 		CONNS(CRON, "1") ", "
 		CONNS(IDLE, "1") ", " CONNS(SSHD, "1") ", "
 		CONNS(APP, "1") ", " CONNS(REDIS, "1") ", "
-		CONNS(LONE, "1")),
+		CONNS(LONE, "1") ", "
+		CONNS(DNS_TCP, "1") ", " CONNS(DNS_UDP, "2") ", " CONNS(NAMED, "2") ", "
+		CONNS(SOCK, "1")),
 	[GRAPH_PROM_CONNS_THEN] = VECTOR(
 		CONNS(CURL, "4") ", " CONNS(NGINX, "4") ", "
 		CONNS(CRON, "3") ", "
@@ -888,18 +964,22 @@ static struct graph *prom_graph(const char *const *fixture, unsigned int window,
 static void test_prometheus(void **state)
 {
 	static const struct want_edge want[] = {
-		{ PV("hostA", "curl"), PV("hostB", "nginx"), 80, 4000, 80000, 6 },
+		{ PV("hostA", "curl"), PV("hostB", "nginx"), "80", 4000, 80000, 6 },
 		/* absent at t - window: counted from 0 */
-		{ PV("hostA", "batch"), PV("hostB", "postgres"), 5432, 700, 7000, 1 },
+		{ PV("hostA", "batch"), PV("hostB", "postgres"), "5432", 700, 7000, 1 },
 		/* lower at t than at t - window: a restart, counted from 0 */
-		{ PV("hostB", "cron"), "external/198.51.100.7", 443, 300, 200, 1 },
+		{ PV("hostB", "cron"), "external/198.51.100.7", "443", 300, 200, 1 },
 		/* loopback, local address unknown: B is A */
-		{ PV("hostA", "app"), PV("hostA", "redis"), 6379, 10, 20, 1 },
+		{ PV("hostA", "app"), PV("hostA", "redis"), "6379", 10, 20, 1 },
 		/* no host_info, no address: the instance names the host, which owns nothing */
-		{ PV("c:9977", "lone"), "external/10.0.0.2", 80, 4, 0, 1 },
+		{ PV("c:9977", "lone"), "external/10.0.0.2", "80", 4, 0, 1 },
 		/* a server's loopback peer is on its own host, not on the client's */
-		{ PV("hostA", "web"), "external/10.0.0.2", 6380, 3, 0, 0 },
-		{ "external/127.0.0.1", PV("hostB", "cache"), 6380, 0, 6, 0 },
+		{ PV("hostA", "web"), "external/10.0.0.2", "6380", 3, 0, 0 },
+		{ "external/127.0.0.1", PV("hostB", "cache"), "6380", 0, 6, 0 },
+		/* protocols apart: the tcp end finds no tcp server on 53 */
+		{ PV("hostA", "resolver"), "external/10.0.0.2", "53", 11, 0, 1 },
+		{ PV("hostA", "resolver"), PV("hostB", "named"), "53/udp", 22, 44, 2 },
+		{ PV("hostA", "app"), "external/unix:/run/x.sock", "unix", 5, 0, 1 },
 		{ 0 },
 	};
 	char err[ERR_LEN] = "";
@@ -930,12 +1010,15 @@ static void test_prometheus(void **state)
 	v = build(g, GRAPH_PROJECT_HOST);
 	if (!edges_are(v,
 		       (const struct want_edge[]){
-			       { "hostA", "hostB", 80, 4000, 80000, 6 },
-			       { "hostA", "hostB", 5432, 700, 7000, 1 },
-			       { "hostB", "external/198.51.100.7", 443, 300, 200, 1 },
-			       { "c:9977", "external/10.0.0.2", 80, 4, 0, 1 },
-			       { "hostA", "external/10.0.0.2", 6380, 3, 0, 0 },
-			       { "external/127.0.0.1", "hostB", 6380, 0, 6, 0 },
+			       { "hostA", "hostB", "80", 4000, 80000, 6 },
+			       { "hostA", "hostB", "5432", 700, 7000, 1 },
+			       { "hostB", "external/198.51.100.7", "443", 300, 200, 1 },
+			       { "c:9977", "external/10.0.0.2", "80", 4, 0, 1 },
+			       { "hostA", "external/10.0.0.2", "6380", 3, 0, 0 },
+			       { "external/127.0.0.1", "hostB", "6380", 0, 6, 0 },
+			       { "hostA", "external/10.0.0.2", "53", 11, 0, 1 },
+			       { "hostA", "hostB", "53/udp", 22, 44, 2 },
+			       { "hostA", "external/unix:/run/x.sock", "unix", 5, 0, 1 },
 			       { 0 } },
 		       "prometheus, host projection"))
 		fail_msg("the Prometheus fixture's host edges differ");
@@ -998,13 +1081,19 @@ static void test_prometheus_malformed(void **state)
 		{ GRAPH_PROM_CONNS_NOW, VECTOR(CONNS(F("a:1", "x", "10.0.0.1", 80, "peer"), "1")),
 		  "flow series of a:1, comm x: role \"peer\" is not client or server" },
 		{ GRAPH_PROM_CONNS_NOW, VECTOR(CONNS(F("a:1", "x", "nowhere", 80, "client"), "1")),
-		  "peer_addr \"nowhere\" is not an IP address" },
+		  "peer_addr \"nowhere\" is not an IP or unix: address" },
 		{ GRAPH_PROM_CONNS_NOW,
 		  VECTOR(CONNS(F("a:1", "x", "10.0.0.1", 65536, "client"), "1")),
 		  "peer_port \"65536\" is not a port" },
 		{ GRAPH_PROM_CONNS_NOW,
 		  VECTOR(CONNS(F("a:1", "x", "10.0.0.1", -80, "client"), "1")),
 		  "peer_port \"-80\" is not a port" },
+		{ GRAPH_PROM_CONNS_NOW,
+		  VECTOR(CONNS(FP("a:1", "x", "10.0.0.1", 80, "client", "TCP"), "1")),
+		  "flow series of a:1, comm x: protocol \"TCP\": not a protocol name" },
+		{ GRAPH_PROM_CONNS_NOW,
+		  VECTOR(CONNS(FP("a:1", "x", "unix", 0, "client", "unix"), "1")),
+		  "peer_addr \"unix\" is not an IP or unix: address" },
 		{ GRAPH_PROM_HOST_INFO, VECTOR(SAMPLE("'instance': 'a:1'", "1")),
 		  "plumb_host_info: result[0] has no instance or no host label" },
 		{ GRAPH_PROM_HOST_ADDRESS, VECTOR(SAMPLE("'instance': 'a:1', 'host': 'h'", "1")),
@@ -1292,6 +1381,37 @@ static void test_json_strings_and_big_counters(void **state)
 	graph_free(g);
 }
 
+/* The PORT column: the port for tcp, port/protocol for another, the protocol alone when there is
+ * no port (unix). */
+static void test_table_protocols(void **state)
+{
+	static const char *const docs[] = {
+		HOST_A(TWO(ENDP("udp", 4242, "client", "", "10.77.0.2", 53, 100, 200, 1, 0),
+			   ENDP("unix", 4242, "client", "", "unix:/run/a.sock", 0, 1, 2, 1, 0))),
+		HOST_B(ENDP("udp", 77, "server", "10.77.0.2", "10.77.0.1", 53, 200, 100, 1, 0)),
+	};
+	static const char want[] =
+		"SOURCE           TARGET                       PORT     TX     RX  CONNS\n"
+		"curl/4242@hostA  nginx/77@hostB             53/udp  100 B  200 B      1\n"
+		"curl/4242@hostA  external/unix:/run/a.sock    unix    1 B    2 B      1\n";
+	struct graph *g = graph_of(docs, 2);
+	struct graph_view *v = build(g, GRAPH_PROJECT_PROCESS);
+	char *out = write_to_string(graph_write_table, v);
+
+	(void)state;
+	if (strcmp(out, want))
+		fail_msg("table: expected\n%s\ngot\n%s", want, out);
+	free(out);
+	out = write_to_string(graph_write_dot, v);
+	assert_non_null(strstr(out, "\t\"hostA/4242\" -> \"external/unix:/run/a.sock\" "
+				    "[label=\":unix 3 B\""));
+	assert_non_null(strstr(out, "[label=\":53/udp 300 B\""));
+	free(out);
+	expect_json_round_trip(v, NULL);
+	graph_view_free(v);
+	graph_free(g);
+}
+
 static void test_dot(void **state)
 {
 	static const char *const want[] = {
@@ -1386,6 +1506,7 @@ int main(void)
 		cmocka_unit_test(test_prometheus_window_zero),
 		cmocka_unit_test(test_human_bytes),
 		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_table_protocols),
 		cmocka_unit_test(test_table_empty),
 		cmocka_unit_test(test_json_round_trip),
 		cmocka_unit_test(test_json_strings_and_big_counters),
