@@ -39,6 +39,8 @@ const volatile bool close_at_destroy = true;
  * iterator before each read of the map: bytes sent (less retransmissions) and received.
  */
 const volatile bool bytes_from_counters = false;
+/* --netns: the inode number of the only network namespace observed; 0: every one */
+const volatile __u32 netns_only = 0;
 
 #define AF_INET	    2
 #define AF_INET6    10
@@ -137,6 +139,12 @@ static __always_inline bool is_tcp(const struct sock *sk)
 	       (family == AF_INET || family == AF_INET6);
 }
 
+/* Whether this socket's namespace is observed (one read, only when --netns is given). */
+static __always_inline bool netns_observed(const struct sock *sk)
+{
+	return !netns_only || BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum) == netns_only;
+}
+
 static __always_inline void set_owner(struct flow_conn *c)
 {
 	c->tgid = bpf_get_current_pid_tgid() >> 32;
@@ -211,7 +219,7 @@ int BPF_PROG(flow_state, const struct sock *sk, const int oldstate, const int ne
 
 	if (newstate != TCP_SYN_SENT && newstate != TCP_ESTABLISHED && newstate != TCP_CLOSE)
 		return 0;
-	if (!is_tcp(sk))
+	if (!is_tcp(sk) || !netns_observed(sk))
 		return 0;
 	cookie = bpf_get_socket_cookie((void *)sk);
 	if (newstate == TCP_SYN_SENT) {
@@ -252,12 +260,16 @@ int BPF_PROG(flow_destroy, struct sock *sk)
 
 static __always_inline int count_bytes(struct sock *sk, int ret, bool tx)
 {
+	bool created = false;
 	struct flow_conn *c;
-	bool created;
+	__u64 cookie;
 
 	if (ret <= 0 || !is_tcp(sk))
 		return 0;
-	c = conn_get(bpf_get_socket_cookie(sk), &created);
+	cookie = bpf_get_socket_cookie(sk);
+	c = bpf_map_lookup_elem(&flow_conns, &cookie);
+	if (!c && netns_observed(sk))
+		c = conn_get(cookie, &created);
 	if (!c)
 		return 0;
 	if (created) {

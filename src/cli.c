@@ -168,6 +168,8 @@ enum {
 	OPT_LATENCY_SAMPLE,
 	OPT_FLOW_CAPACITY,
 	OPT_FLOW_BYTES,
+	OPT_HOST,
+	OPT_NETNS,
 };
 
 enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, char *err,
@@ -185,6 +187,8 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 		{ "io-latency-sample", required_argument, NULL, OPT_LATENCY_SAMPLE },
 		{ "flow-capacity", required_argument, NULL, OPT_FLOW_CAPACITY },
 		{ "flow-bytes", required_argument, NULL, OPT_FLOW_BYTES },
+		{ "host", required_argument, NULL, OPT_HOST },
+		{ "netns", required_argument, NULL, OPT_NETNS },
 		{ 0 },
 	};
 	unsigned int ms;
@@ -267,6 +271,26 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 			o->flow_bytes = (enum flow_bytes_mode)k;
 			break;
 		}
+		case OPT_HOST:
+			if (!*optarg || strlen(optarg) >= sizeof(o->host) ||
+			    strpbrk(optarg, "/ \t\n\"")) {
+				snprintf(
+					err, errlen,
+					"--host: '%s' is not a host name (1-63 characters, no '/', "
+					"quote or space)",
+					optarg);
+				return CLI_ERROR;
+			}
+			snprintf(o->host, sizeof(o->host), "%s", optarg);
+			break;
+		case OPT_NETNS:
+			if (!*optarg || strlen(optarg) >= sizeof(o->netns)) {
+				snprintf(err, errlen,
+					 "--netns: '%s' is not a namespace name or path", optarg);
+				return CLI_ERROR;
+			}
+			snprintf(o->netns, sizeof(o->netns), "%s", optarg);
+			break;
 		default:
 			return CLI_ERROR;
 		}

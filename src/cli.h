@@ -25,6 +25,8 @@ struct agent_options {
 	unsigned int io_latency_sample;
 	unsigned int flow_capacity;
 	enum flow_bytes_mode flow_bytes;
+	char host[64]; /* --host; "" = the --netns name, else gethostname() */
+	char netns[256]; /* --netns: a name under /run/netns, or a path; "" = every netns */
 };
 
 struct io_options {

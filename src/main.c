@@ -39,11 +39,18 @@ static void agent_usage(FILE *out)
 		"                           receive, 6.3+), counters (TCP's own, read at close\n"
 		"                           and on each scrape), off; default auto: calls where\n"
 		"                           the kernel can, else counters\n"
+		"      --netns NAME         observe only this network namespace (a name under\n"
+		"                           /run/netns, or a path such as /proc/PID/ns/net);\n"
+		"                           the HTTP server stays in the agent's own namespace\n"
+		"      --host NAME          the host name in plumb_host_info and /api/v1/graph\n"
+		"                           (default: the --netns name, else the host name)\n"
 		"  -v, --verbose            more log output (twice: libbpf's too)\n"
 		"  -h, --help               this help\n"
 		"\n"
 		"Examples:\n"
 		"  plumb agent\n"
+		"  plumb agent --netns pod1 --listen 127.0.0.1:9978\n"
+		"  curl -s localhost:9977/api/v1/graph\n"
 		"  plumb agent --listen 0.0.0.0:9977 --modules io\n"
 		"  curl -s localhost:9977/metrics | grep plumb_io_write_bytes_total\n",
 		PLUMB_DEFAULT_ADDR, PLUMB_DEFAULT_PORT, PLUMB_DEFAULT_LATENCY_SAMPLE);

@@ -2,7 +2,10 @@
 /*
  * flow module, user space: loads bpf/flow.bpf.c, follows each TCP connection by its socket
  * cookie (live byte counts from the flow_conns map, final ones from close events), and adds
- * what each connection did since the last read into per-(owner, peer, port, role) counters.
+ * what each connection did since the last read into per-(owner, peer, port, role) counters
+ * for /metrics, and into per-process ends for /api/v1/graph (docs/graph.md): both ends of a
+ * connection on this host are paired by the reversed 4-tuple, so a local edge names both
+ * processes exactly.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -12,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <bpf/bpf.h>
+#include <json-c/json.h>
 #include <bpf/libbpf.h>
 
 #include "clock.h"
@@ -23,6 +28,7 @@
 #include "probe.h"
 #include "export/prom.h"
 #include "identity/cgroup.h"
+#include "identity/netns.h"
 #include "identity/workload.h"
 #include <linux/types.h>
 #include "flow.h"
@@ -32,6 +38,12 @@
 #define FLOW_UNRESOLVED_HOLD_MS 5000
 #define FLOW_LISTENERS_MAX	4096
 #define FLOW_BATCH		1024
+/*
+ * A connection waits this long for the other end (same host) before its graph end is written
+ * without a peer process; a closed one stays findable this long for a late other end.
+ */
+#define FLOW_PAIR_WAIT_MS 1000
+#define FLOW_PAIR_HOLD_MS 2000
 
 static const char *const flow_role_names[] = { "unknown", "client", "server" };
 
@@ -55,13 +67,53 @@ struct flow_agg {
 	uint64_t gone_since_ms; /* when its cgroup was first seen removed; 0 while it exists */
 };
 
+/* A process's end of its connections for the graph: per peer, server port and peer process. */
+struct flow_end_key {
+	uint32_t tgid;
+	uint32_t peer_tgid; /* the other end's process when both are on this host, else 0 */
+	uint8_t laddr[16], raddr[16]; /* IPv6, or IPv4-mapped */
+	uint16_t port; /* the server's port */
+	uint8_t role;
+	uint8_t pad;
+};
+
+struct flow_end {
+	struct flow_end_key key;
+	uint64_t tx, rx, connections;
+	uint64_t cgroup_id;
+	char comm[16];
+	char exe[256]; /* read when the end is made; "" if the process was gone */
+	char cgroup[256]; /* its path once resolved, kept after the cgroup is removed */
+	uint64_t gone_since_ms; /* when its process was first seen gone; 0 while it runs */
+};
+
+/* A connection's addresses and ports in one form (IPv4 as IPv4-mapped IPv6). */
+struct flow_tuple {
+	uint8_t laddr[16], raddr[16];
+	uint16_t lport, rport;
+	uint32_t netns; /* loopback connections only: the same addresses mean nothing across */
+};
+
 /* A connection the agent follows, by socket cookie. */
 struct flow_track {
 	uint64_t cookie;
 	struct flow_conn conn;
+	struct flow_tuple tuple;
 	uint64_t tx_seen, rx_seen; /* what was already added to its aggregate */
+	uint64_t end_tx_seen, end_rx_seen; /* ... and to its graph end */
 	uint64_t read_gen; /* the map read that last saw it */
+	uint64_t first_ms, closed_ms;
+	uint32_t peer_tgid;
 	bool counted; /* added to its aggregate's connections */
+	bool end_counted; /* ... and to its graph end's */
+	bool peer_decided; /* peer_tgid is final (0: not on this host, or not seen in time) */
+	bool closed; /* its close event came: kept FLOW_PAIR_HOLD_MS for the other end */
+	bool indexed; /* the tuple index points at it */
+};
+
+struct flow_tuple_entry {
+	struct flow_tuple tuple;
+	struct flow_track *track; /* the newest connection with this tuple */
 };
 
 struct flow_listener {
@@ -75,8 +127,9 @@ struct flow_state {
 	struct flow_bpf *skel;
 	struct ring_buffer *events;
 	struct cgroup_cache *cgroups;
-	void *tracks, *aggs; /* tsearch trees */
-	size_t ntracks, naggs, track_capacity, agg_capacity;
+	void *tracks, *aggs, *ends, *tuples; /* tsearch trees */
+	size_t ntracks, naggs, nends, track_capacity, agg_capacity;
+	const struct netns *netns;
 	struct flow_listener listeners[FLOW_LISTENERS_MAX];
 	size_t nlisteners;
 	enum flow_bytes_mode bytes; /* CALLS, COUNTERS or OFF once chosen */
@@ -85,7 +138,7 @@ struct flow_state {
 	uint64_t read_gen, in_map;
 	unsigned int grace_s;
 	uint64_t last_expiry_ms;
-	uint64_t tracks_full, aggs_full, found_at_start;
+	uint64_t tracks_full, aggs_full, ends_full, found_at_start;
 	__u64 keys[FLOW_BATCH];
 	struct flow_conn values[FLOW_BATCH];
 };
@@ -111,6 +164,17 @@ static bool is_listener(const struct flow_state *s, uint32_t netns, uint16_t por
 	return false;
 }
 
+/* The connection's role and server port (older than the agent: a server if it listens). */
+static uint8_t conn_role(const struct flow_state *s, const struct flow_conn *c, uint16_t *port)
+{
+	uint8_t role = c->role;
+
+	if (role == FLOW_ROLE_UNKNOWN)
+		role = is_listener(s, c->netns, c->lport) ? FLOW_ROLE_SERVER : FLOW_ROLE_CLIENT;
+	*port = role == FLOW_ROLE_SERVER ? c->lport : c->rport;
+	return role;
+}
+
 static struct flow_agg *agg_for(struct flow_state *s, const struct flow_track *t)
 {
 	struct flow_agg probe = { 0 }, *a, **found;
@@ -120,12 +184,7 @@ static struct flow_agg *agg_for(struct flow_state *s, const struct flow_track *t
 	memcpy(probe.key.comm, c->comm, sizeof(probe.key.comm));
 	probe.key.family = c->family;
 	memcpy(probe.key.peer, c->raddr, sizeof(probe.key.peer));
-	probe.key.role = c->role;
-	if (probe.key.role == FLOW_ROLE_UNKNOWN)
-		/* older than the agent: a server when its local port is listening */
-		probe.key.role =
-			is_listener(s, c->netns, c->lport) ? FLOW_ROLE_SERVER : FLOW_ROLE_CLIENT;
-	probe.key.peer_port = probe.key.role == FLOW_ROLE_SERVER ? c->lport : c->rport;
+	probe.key.role = conn_role(s, c, &probe.key.peer_port);
 	found = tfind(&probe, &s->aggs, agg_cmp);
 	if (found)
 		return *found;
@@ -146,6 +205,178 @@ static struct flow_agg *agg_for(struct flow_state *s, const struct flow_track *t
 	return a;
 }
 
+static void addr_v6(uint16_t family, const uint8_t *in, uint8_t *out)
+{
+	if (family == AF_INET) {
+		memset(out, 0, 10);
+		out[10] = out[11] = 0xff;
+		memcpy(out + 12, in, 4);
+	} else {
+		memcpy(out, in, 16);
+	}
+}
+
+static bool addr_is_loopback(const uint8_t *a)
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const uint8_t v6loop[16] = { [15] = 1 };
+
+	return !memcmp(a, v6loop, 16) || (!memcmp(a, v4mapped, 12) && a[12] == 127);
+}
+
+static void tuple_of(const struct flow_conn *c, struct flow_tuple *t)
+{
+	memset(t, 0, sizeof(*t));
+	addr_v6(c->family, c->laddr, t->laddr);
+	addr_v6(c->family, c->raddr, t->raddr);
+	t->lport = c->lport;
+	t->rport = c->rport;
+	if (addr_is_loopback(t->raddr))
+		t->netns = c->netns;
+}
+
+static int tuple_cmp(const void *a, const void *b)
+{
+	return memcmp(&((const struct flow_tuple_entry *)a)->tuple,
+		      &((const struct flow_tuple_entry *)b)->tuple, sizeof(struct flow_tuple));
+}
+
+/* Makes t the connection its tuple names (the newest one, if a tuple was reused). */
+static void tuple_index(struct flow_state *s, struct flow_track *t)
+{
+	struct flow_tuple_entry *e = malloc(sizeof(*e)), **found;
+
+	if (!e)
+		return;
+	e->tuple = t->tuple;
+	e->track = t;
+	found = tsearch(e, &s->tuples, tuple_cmp);
+	if (!found) {
+		free(e);
+		return;
+	}
+	if (*found != e) {
+		(*found)->track->indexed = false;
+		(*found)->track = t;
+		free(e);
+	}
+	t->indexed = true;
+}
+
+static void tuple_unindex(struct flow_state *s, struct flow_track *t)
+{
+	struct flow_tuple_entry probe = { .tuple = t->tuple }, **found, *e;
+
+	if (!t->indexed)
+		return;
+	found = tfind(&probe, &s->tuples, tuple_cmp);
+	if (found && (*found)->track == t) {
+		e = *found;
+		tdelete(e, &s->tuples, tuple_cmp);
+		free(e);
+	}
+	t->indexed = false;
+}
+
+/* The connection at the other end of t on this host, if the agent follows it. */
+static struct flow_track *tuple_peer(struct flow_state *s, const struct flow_track *t)
+{
+	struct flow_tuple_entry probe, **found;
+
+	memset(&probe, 0, sizeof(probe));
+	memcpy(probe.tuple.laddr, t->tuple.raddr, 16);
+	memcpy(probe.tuple.raddr, t->tuple.laddr, 16);
+	probe.tuple.lport = t->tuple.rport;
+	probe.tuple.rport = t->tuple.lport;
+	probe.tuple.netns = t->tuple.netns;
+	found = tfind(&probe, &s->tuples, tuple_cmp);
+	return found && (*found)->track != t ? (*found)->track : NULL;
+}
+
+static int end_cmp(const void *a, const void *b)
+{
+	return memcmp(&((const struct flow_end *)a)->key, &((const struct flow_end *)b)->key,
+		      sizeof(struct flow_end_key));
+}
+
+static struct flow_end *end_for(struct flow_state *s, const struct flow_track *t)
+{
+	struct flow_end probe, *e, **found;
+	char path[64];
+	ssize_t n;
+
+	memset(&probe, 0, sizeof(probe));
+	probe.key.tgid = t->conn.tgid;
+	probe.key.peer_tgid = t->peer_tgid;
+	memcpy(probe.key.laddr, t->tuple.laddr, 16);
+	memcpy(probe.key.raddr, t->tuple.raddr, 16);
+	probe.key.role = conn_role(s, &t->conn, &probe.key.port);
+	found = tfind(&probe, &s->ends, end_cmp);
+	if (found)
+		return *found;
+	if (s->nends >= s->agg_capacity) {
+		s->ends_full++;
+		return NULL;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->key = probe.key;
+	e->cgroup_id = t->conn.cgroup_id;
+	memcpy(e->comm, t->conn.comm, sizeof(e->comm));
+	snprintf(path, sizeof(path), "/proc/%u/exe", e->key.tgid);
+	n = e->key.tgid ? readlink(path, e->exe, sizeof(e->exe) - 1) : -1;
+	e->exe[n > 0 ? n : 0] = '\0';
+	if (!tsearch(e, &s->ends, end_cmp)) {
+		free(e);
+		return NULL;
+	}
+	s->nends++;
+	return e;
+}
+
+/*
+ * Adds what the connection did since last time to its process's graph end. First its peer:
+ * the connection with the reversed tuple, when the agent follows it and its owner is known;
+ * both ends are decided together, so that the two ends of a pair name each other or neither.
+ * A connection whose peer is not found within FLOW_PAIR_WAIT_MS is a remote one (or its peer
+ * came too late): its end is joined by address (docs/graph.md section 3).
+ */
+static void end_apply(struct flow_state *s, struct flow_track *t, uint64_t now)
+{
+	struct flow_end *e;
+
+	if (!t->conn.established || (!t->conn.tgid && !t->closed))
+		return;
+	if (!t->peer_decided) {
+		struct flow_track *r = tuple_peer(s, t);
+
+		if (r && r->conn.established && (r->conn.tgid || r->closed) &&
+		    (!r->peer_decided || r->peer_tgid == t->conn.tgid)) {
+			t->peer_tgid = r->conn.tgid;
+			r->peer_tgid = t->conn.tgid;
+			t->peer_decided = r->peer_decided = true;
+		} else if (now - t->first_ms < FLOW_PAIR_WAIT_MS) {
+			return;
+		} else {
+			t->peer_decided = true;
+		}
+	}
+	e = end_for(s, t);
+	if (!e)
+		return;
+	if (t->conn.tx >= t->end_tx_seen)
+		e->tx += t->conn.tx - t->end_tx_seen;
+	if (t->conn.rx >= t->end_rx_seen)
+		e->rx += t->conn.rx - t->end_rx_seen;
+	t->end_tx_seen = t->conn.tx;
+	t->end_rx_seen = t->conn.rx;
+	if (!t->end_counted) {
+		e->connections++;
+		t->end_counted = true;
+	}
+}
+
 /* Adds what the connection did since it was last seen; counts it once its owner is known. */
 static void track_apply(struct flow_state *s, struct flow_track *t, const struct flow_conn *c,
 			bool closed)
@@ -160,6 +391,8 @@ static void track_apply(struct flow_state *s, struct flow_track *t, const struct
 	}
 	if (!t->conn.role)
 		t->conn.role = c->role;
+	t->conn.tx = c->tx; /* the counts so far, for end_apply */
+	t->conn.rx = c->rx;
 	if (!t->conn.tgid && !closed)
 		return; /* an accepted connection nobody has read or written yet */
 	a = agg_for(s, t);
@@ -195,16 +428,20 @@ static struct flow_track *track_get(struct flow_state *s, uint64_t cookie,
 	t->cookie = cookie;
 	t->conn = *c;
 	t->conn.tx = t->conn.rx = 0;
+	t->first_ms = monotonic_ms();
+	tuple_of(c, &t->tuple);
 	if (!tsearch(t, &s->tracks, track_cmp)) {
 		free(t);
 		return NULL;
 	}
 	s->ntracks++;
+	tuple_index(s, t);
 	return t;
 }
 
 static void track_drop(struct flow_state *s, struct flow_track *t)
 {
+	tuple_unindex(s, t);
 	tdelete(t, &s->tracks, track_cmp);
 	free(t);
 	s->ntracks--;
@@ -219,10 +456,13 @@ static int handle_close(void *ctx, void *data, size_t len)
 	if (len < sizeof(*e) || e->kind != FLOW_CLOSE)
 		return 0;
 	t = track_get(s, e->cookie, &e->conn);
-	if (!t)
+	if (!t || t->closed)
 		return 0;
 	track_apply(s, t, &e->conn, true);
-	track_drop(s, t);
+	/* kept a little for its graph end and the other end's pairing: see flow_read() */
+	t->closed = true;
+	t->closed_ms = monotonic_ms();
+	end_apply(s, t, t->closed_ms);
 	return 0;
 }
 
@@ -231,13 +471,12 @@ static int handle_close(void *ctx, void *data, size_t len)
  * and connections established before the agent; counting from TCP's counters, also before
  * each read of the map, to bring live connections' counts up to date.
  */
-static int flow_iterate(struct flow_state *s)
+static int flow_iterate_here(void *arg)
 {
+	struct flow_state *s = arg;
 	struct flow_event e;
 	int fd;
 
-	if (!s->iter)
-		return -ENOENT;
 	fd = bpf_iter_create(bpf_link__fd(s->iter));
 	if (fd < 0)
 		return -errno;
@@ -252,6 +491,16 @@ static int flow_iterate(struct flow_state *s)
 	}
 	close(fd);
 	return 0;
+}
+
+/* iter/tcp walks the network namespace of whoever creates the iterator: --netns's, or ours. */
+static int flow_iterate(struct flow_state *s)
+{
+	if (!s->iter)
+		return -ENOENT;
+	if (!s->netns)
+		return flow_iterate_here(s);
+	return netns_run(s->netns, flow_iterate_here, s);
 }
 
 /* The owner of a process: its tgid, command name and cgroup id (its cgroup2 directory inode). */
@@ -359,13 +608,28 @@ static struct flow_state *sweep_state;
 static struct flow_track *sweep_victims[FLOW_BATCH];
 static size_t sweep_n;
 
+static uint64_t sweep_now;
+
+/*
+ * After each read: every connection's graph end is brought up to date; a closed connection
+ * goes once its peer is decided and FLOW_PAIR_HOLD_MS have passed; a live one absent from two
+ * reads in a row lost its close event and goes.
+ */
 static void sweep_visit(const void *node, VISIT which, int depth)
 {
 	struct flow_track *t = *(struct flow_track *const *)node;
+	bool stale;
 
 	(void)depth;
-	if ((which == postorder || which == leaf) && sweep_n < FLOW_BATCH &&
-	    t->read_gen + 2 <= sweep_state->read_gen)
+	if (which != postorder && which != leaf)
+		return;
+	end_apply(sweep_state, t, sweep_now);
+	if (t->closed)
+		stale = sweep_now - t->closed_ms >= FLOW_PAIR_HOLD_MS &&
+			(t->peer_decided || sweep_now - t->closed_ms >= 2 * FLOW_PAIR_HOLD_MS);
+	else
+		stale = t->read_gen + 2 <= sweep_state->read_gen;
+	if (stale && sweep_n < FLOW_BATCH)
 		sweep_victims[sweep_n++] = t;
 }
 
@@ -397,8 +661,8 @@ static void flow_read(struct flow_state *s)
 			if (!s->values[i].established)
 				continue;
 			t = track_get(s, s->keys[i], &s->values[i]);
-			if (!t)
-				continue;
+			if (!t || t->closed)
+				continue; /* closed: a later entry of the same socket (TCP_CLOSE ends) */
 			t->read_gen = s->read_gen;
 			track_apply(s, t, &s->values[i], false);
 			n++;
@@ -409,6 +673,7 @@ static void flow_read(struct flow_state *s)
 	s->in_map = n;
 	owners_find(s);
 	sweep_state = s;
+	sweep_now = monotonic_ms();
 	do {
 		sweep_n = 0;
 		twalk(s->tracks, sweep_visit);
@@ -517,6 +782,35 @@ static void expiry_visit(const void *node, VISIT which, int depth)
 		expiry_victims[expiry_n++] = a;
 }
 
+/* Graph ends of processes that exited go after --cgroup-grace, like removed cgroups' series. */
+static struct flow_end *end_victims[FLOW_BATCH];
+static size_t end_victims_n;
+static uint32_t end_pid;
+static bool end_pid_alive;
+
+static void end_expiry_visit(const void *node, VISIT which, int depth)
+{
+	struct flow_end *e = *(struct flow_end *const *)node;
+	struct flow_state *s = collect_state;
+
+	(void)depth;
+	if (which != postorder && which != leaf)
+		return;
+	if (e->key.tgid != end_pid) {
+		end_pid = e->key.tgid;
+		end_pid_alive = end_pid && (kill((pid_t)end_pid, 0) == 0 || errno == EPERM);
+	}
+	if (end_pid_alive) {
+		e->gone_since_ms = 0;
+		return;
+	}
+	if (!e->gone_since_ms)
+		e->gone_since_ms = expiry_now;
+	else if (expiry_now - e->gone_since_ms >= 1000ull * s->grace_s &&
+		 end_victims_n < FLOW_BATCH)
+		end_victims[end_victims_n++] = e;
+}
+
 static void flow_expire(struct flow_state *s)
 {
 	expiry_now = monotonic_ms();
@@ -531,6 +825,15 @@ static void flow_expire(struct flow_state *s)
 		tdelete(expiry_victims[i], &s->aggs, agg_cmp);
 		free(expiry_victims[i]);
 		s->naggs--;
+	}
+	end_victims_n = 0;
+	end_pid = 0;
+	end_pid_alive = false;
+	twalk(s->ends, end_expiry_visit);
+	for (size_t i = 0; i < end_victims_n; i++) {
+		tdelete(end_victims[i], &s->ends, end_cmp);
+		free(end_victims[i]);
+		s->nends--;
 	}
 }
 
@@ -573,6 +876,92 @@ static int flow_collect(struct plumb_module *m, struct prom_writer *w)
 	return w->err;
 }
 
+static void addr_string(const uint8_t *a, char *out, size_t len)
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+	if (!memcmp(a, v4mapped, sizeof(v4mapped)))
+		inet_ntop(AF_INET, a + 12, out, len);
+	else
+		inet_ntop(AF_INET6, a, out, len);
+}
+
+static struct json_object *graph_ends, *graph_processes;
+static uint32_t graph_last_pid;
+static bool graph_rescanned; /* one forced cgroup rescan per request, not one per miss */
+
+/* One end, and its process the first time one of its ends is seen (ends sort by pid first). */
+static void graph_visit(const void *node, VISIT which, int depth)
+{
+	struct flow_end *e = *(struct flow_end *const *)node;
+	struct flow_state *s = collect_state;
+	struct json_object *o;
+	char addr[INET6_ADDRSTRLEN], workload[256];
+	const char *cgroup;
+
+	(void)depth;
+	if (which != postorder && which != leaf)
+		return;
+	if (e->key.tgid != graph_last_pid || !json_object_array_length(graph_processes)) {
+		graph_last_pid = e->key.tgid;
+		if (!e->cgroup[0]) {
+			cgroup = cgroup_cache_resolve(s->cgroups, e->cgroup_id,
+						      graph_rescanned ? FLOW_RESCAN_MS : 0);
+			if (!cgroup)
+				graph_rescanned = true; /* it rescanned: once is enough */
+			else
+				snprintf(e->cgroup, sizeof(e->cgroup), "%s", cgroup);
+		}
+		cgroup = e->cgroup;
+		workload[0] = '\0';
+		if (cgroup[0])
+			workload_from_cgroup(cgroup, workload, sizeof(workload));
+		o = json_object_new_object();
+		json_object_object_add(o, "pid", json_object_new_int64(e->key.tgid));
+		json_object_object_add(o, "comm", json_object_new_string(e->comm));
+		json_object_object_add(o, "exe", json_object_new_string(e->exe));
+		json_object_object_add(o, "cgroup", json_object_new_string(cgroup));
+		json_object_object_add(o, "workload", json_object_new_string(workload));
+		json_object_array_add(graph_processes, o);
+	}
+	o = json_object_new_object();
+	json_object_object_add(o, "pid", json_object_new_int64(e->key.tgid));
+	json_object_object_add(o, "role", json_object_new_string(flow_role_names[e->key.role]));
+	json_object_object_add(o, "protocol", json_object_new_string("tcp"));
+	addr_string(e->key.laddr, addr, sizeof(addr));
+	json_object_object_add(o, "local_addr", json_object_new_string(addr));
+	addr_string(e->key.raddr, addr, sizeof(addr));
+	json_object_object_add(o, "peer_addr", json_object_new_string(addr));
+	json_object_object_add(o, "port", json_object_new_int(e->key.port));
+	json_object_object_add(o, "tx_bytes", json_object_new_int64((int64_t)e->tx));
+	json_object_object_add(o, "rx_bytes", json_object_new_int64((int64_t)e->rx));
+	json_object_object_add(o, "connections", json_object_new_int64((int64_t)e->connections));
+	json_object_object_add(o, "peer_pid", json_object_new_int64(e->key.peer_tgid));
+	json_object_array_add(graph_ends, o);
+}
+
+/* The flow module's part of GET /api/v1/graph: "processes" and "ends" (docs/graph.md). */
+static int flow_graph(struct plumb_module *m, struct json_object *doc)
+{
+	struct flow_state *s = m->priv;
+
+	flow_read(s);
+	graph_processes = json_object_new_array();
+	graph_ends = json_object_new_array();
+	if (!graph_processes || !graph_ends) {
+		json_object_put(graph_processes);
+		json_object_put(graph_ends);
+		return -ENOMEM;
+	}
+	collect_state = s;
+	graph_last_pid = 0;
+	graph_rescanned = false;
+	twalk(s->ends, graph_visit);
+	json_object_object_add(doc, "processes", graph_processes);
+	json_object_object_add(doc, "ends", graph_ends);
+	return 0;
+}
+
 static void flow_health(struct plumb_module *m, struct module_health *h)
 {
 	struct flow_state *s = m->priv;
@@ -589,6 +978,9 @@ static void flow_health(struct plumb_module *m, struct module_health *h)
 	h->maps[h->nmaps].name = "aggregates";
 	h->maps[h->nmaps].entries = s->naggs;
 	h->maps[h->nmaps++].capacity = s->agg_capacity;
+	h->maps[h->nmaps].name = "graph_ends";
+	h->maps[h->nmaps].entries = s->nends;
+	h->maps[h->nmaps++].capacity = s->agg_capacity;
 	for (__u32 r = 0; r < FLOW_LOST_REASONS; r++) {
 		uint64_t sum = 0;
 
@@ -604,6 +996,8 @@ static void flow_health(struct plumb_module *m, struct module_health *h)
 	h->lost[h->nlost++].count = s->tracks_full;
 	h->lost[h->nlost].reason = "aggregates_full";
 	h->lost[h->nlost++].count = s->aggs_full;
+	h->lost[h->nlost].reason = "graph_ends_full";
+	h->lost[h->nlost++].count = s->ends_full;
 	h->obj = s->skel->obj;
 }
 
@@ -622,6 +1016,8 @@ static void flow_unload(struct plumb_module *m)
 	cgroup_cache_free(s->cgroups);
 	tdestroy(s->tracks, free);
 	tdestroy(s->aggs, free);
+	tdestroy(s->ends, free);
+	tdestroy(s->tuples, free);
 	free(s);
 	m->priv = NULL;
 }
@@ -719,6 +1115,7 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 	m->priv = s;
 	s->cgroup_root = cfg->cgroup_root;
 	s->grace_s = cfg->cgroup_grace_s;
+	s->netns = cfg->netns;
 	s->track_capacity = cfg->flow_capacity;
 	s->agg_capacity = cfg->flow_capacity;
 	s->cgroups = cgroup_cache_new(cfg->cgroup_root, 4096);
@@ -734,6 +1131,7 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 		goto out_unload;
 	}
 	bpf_map__set_max_entries(s->skel->maps.flow_conns, cfg->flow_capacity);
+	s->skel->rodata->netns_only = cfg->netns ? cfg->netns->ino : 0;
 	err = flow_choose(m, s, cfg);
 	if (err)
 		goto out_unload;
@@ -784,5 +1182,6 @@ struct plumb_module flow_module = {
 	.tick = flow_tick,
 	.collect = flow_collect,
 	.health = flow_health,
+	.graph = flow_graph,
 	.unload = flow_unload,
 };

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""TCP workloads with exact byte counts for the flow tests. Joins a cgroup first.
+"""TCP workloads with exact byte counts for the flow tests. Joins a cgroup first (CGDIR "-":
+stays where it was started).
 
   flowwork.py CGDIR server HOST PORT REPLY      accept forever; read each connection to EOF,
                                                then send REPLY bytes and close
@@ -13,6 +14,8 @@ import sys
 
 
 def join(cgdir):
+    if cgdir == "-":
+        return
     with open(f"{cgdir}/cgroup.procs", "w") as f:
         f.write("0")
 

@@ -6,6 +6,7 @@ processes the test puts in cgroups of its own; the agent's counters must equal t
 """
 # plumb-module: flow
 
+import json
 import os
 import subprocess
 import sys
@@ -89,6 +90,37 @@ def test_ipv6(agent, cleanup):
     server(cleanup, cgs, "::1", port, 777)
     run_client(cgc, "::1", port, 3, 4096)
     check_pair(agent, cli, srv, port, 3, 4096, 777, peer="::1")
+
+
+def test_graph_pairs(agent, cleanup):
+    """/api/v1/graph: both ends of loopback connections name each other's process (peer_pid),
+    with exact bytes, connections and the processes' identity."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/pair-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/pair-cli")
+    port = free_port()
+    s = server(cleanup, cgs, "127.0.0.1", port, 999)
+    c = start(cleanup, cgc, "client", "127.0.0.1", port, 6, 22222)
+    expect_line(c, "done")
+    c.wait()
+    want = [{"pid": c.pid, "role": "client", "protocol": "tcp", "local_addr": "127.0.0.1",
+             "peer_addr": "127.0.0.1", "port": port, "tx_bytes": 6 * 22222,
+             "rx_bytes": 6 * 999, "connections": 6, "peer_pid": s.pid},
+            {"pid": s.pid, "role": "server", "protocol": "tcp", "local_addr": "127.0.0.1",
+             "peer_addr": "127.0.0.1", "port": port, "tx_bytes": 6 * 999,
+             "rx_bytes": 6 * 22222, "connections": 6, "peer_pid": c.pid}]
+    deadline = time.time() + 10
+    while True:
+        status, _, body = agent.get("/api/v1/graph")
+        assert status == 200, f"/api/v1/graph: {status} {body}"
+        doc = json.loads(body)
+        got = [e for e in doc["ends"] if e["pid"] in (c.pid, s.pid) and e["port"] == port]
+        if sorted(got, key=lambda e: e["role"]) == want or time.time() > deadline:
+            break
+        time.sleep(0.3)
+    assert sorted(got, key=lambda e: e["role"]) == want, f"expected {want}, got {got}"
+    procs = {p["pid"]: p for p in doc["processes"]}
+    for pid, label in ((c.pid, cli), (s.pid, srv)):
+        assert procs[pid]["comm"] == "python3" and procs[pid]["cgroup"] == label, procs[pid]
 
 
 def test_short_connections(agent, cleanup):
@@ -228,6 +260,7 @@ def main():
             for name, fn in (("TCP over loopback, exact both ends", test_tcp_loopback_exact),
                              ("TCP over IPv6 loopback", test_ipv6),
                              ("1,000 short connections", test_short_connections),
+                             ("graph ends paired by process", test_graph_pairs),
                              ("bytes of an open connection", test_live_bytes)):
                 runner.run(f"flow ({mode}): {name}", fn, agent, cleanup)
             agent.stop()

@@ -363,6 +363,8 @@ enum agent_field {
 	A_SAMPLE = 1 << 8,
 	A_FLOW = 1 << 9,
 	A_FLOW_BYTES = 1 << 10,
+	A_HOST = 1 << 11,
+	A_NETNS = 1 << 12,
 };
 
 struct agent_case {
@@ -412,15 +414,21 @@ static void agent_want(const struct agent_case *c, struct agent_options *o)
 		o->flow_capacity = c->want.flow_capacity;
 	if (c->set & A_FLOW_BYTES)
 		o->flow_bytes = c->want.flow_bytes;
+	if (c->set & A_HOST)
+		strcpy(o->host, c->want.host);
+	if (c->set & A_NETNS)
+		strcpy(o->netns, c->want.netns);
 }
 
 static void agent_str(const struct agent_options *o, char *buf, size_t len)
 {
 	snprintf(buf, len,
 		 "addr=%s port=%u modules=%#x verbose=%d check=%d grace_s=%u io_capacity=%u "
-		 "io_latency=%d io_latency_sample=%u flow_capacity=%u flow_bytes=%d",
+		 "io_latency=%d io_latency_sample=%u flow_capacity=%u flow_bytes=%d host=%s "
+		 "netns=%s",
 		 o->addr, o->port, o->modules, o->verbose, o->check, o->grace_s, o->io_capacity,
-		 o->io_latency, o->io_latency_sample, o->flow_capacity, o->flow_bytes);
+		 o->io_latency, o->io_latency_sample, o->flow_capacity, o->flow_bytes, o->host,
+		 o->netns);
 }
 
 static void test_agent_defaults(void **state)
@@ -483,6 +491,11 @@ static void test_agent_options(void **state)
 		  A_FLOW_BYTES,
 		  { .flow_bytes = FLOW_BYTES_COUNTERS } },
 		{ { "--flow-bytes", "calls" }, A_FLOW_BYTES, { .flow_bytes = FLOW_BYTES_CALLS } },
+		{ { "--host", "node-7" }, A_HOST, { .host = "node-7" } },
+		{ { "--netns", "pod1" }, A_NETNS | A_HOST, { .netns = "pod1", .host = "" } },
+		{ { "--netns=/proc/1/ns/net", "--host", "h" },
+		  A_NETNS | A_HOST,
+		  { .netns = "/proc/1/ns/net", .host = "h" } },
 		{ { "--no-io-latency" }, A_LATENCY, { .io_latency = false } },
 		{ { "--io-latency-sample", "1" }, A_SAMPLE, { .io_latency_sample = 1 } },
 		{ { "--io-latency-sample", "64" }, A_SAMPLE, { .io_latency_sample = 64 } },
@@ -502,7 +515,7 @@ static void test_agent_options(void **state)
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct agent_options got, want;
-		char err[ERR_LEN] = "", got_s[256], want_s[256];
+		char err[ERR_LEN] = "", got_s[640], want_s[640];
 		struct argv_buf a;
 		enum cli_result r;
 
@@ -635,6 +648,12 @@ static void test_agent_errors(void **state)
 		  ERROR_IS("--flow-bytes: 'all' is not auto, calls, counters or off") },
 		{ { "--flow-capacity", "15" },
 		  ERROR_IS("--flow-capacity: '15' is not in 16..4194304") },
+		{ { "--host", "" }, ERROR_HAS("--host: '' is not a host name") },
+		{ { "--host", "a/b" }, ERROR_HAS("--host: 'a/b' is not a host name") },
+		{ { "--host", "a b" }, ERROR_HAS("--host: 'a b'") },
+		{ { "--host", "0123456789012345678901234567890123456789012345678901234567890123" },
+		  ERROR_HAS("is not a host name (1-63 characters") },
+		{ { "--netns", "" }, ERROR_IS("--netns: '' is not a namespace name or path") },
 		{ { "--io-latency-sample", "3" },
 		  ERROR_IS("--io-latency-sample: '3' is not a power of two in 1..65536") },
 		{ { "--io-latency-sample", "0" }, ERROR_HAS("--io-latency-sample: '0'") },
