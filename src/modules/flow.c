@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <search.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,12 @@
  */
 #define FLOW_PAIR_WAIT_MS 1000
 #define FLOW_PAIR_HOLD_MS 2000
+/*
+ * UDP flows and unix sockets have no close the agent sees: one whose counts have not moved for
+ * this long is taken out of the kernel map (its last counts read as it goes) and forgotten;
+ * if it moves again it starts anew, as one more flow.
+ */
+#define FLOW_IDLE_MS 60000
 
 static const char *const flow_role_names[] = { "unknown", "client", "server" };
 
@@ -56,7 +63,9 @@ struct flow_agg_key {
 	uint16_t peer_port; /* the server's port: the remote one for a client, the local one for
 			     * a server, so that ephemeral ports never become labels */
 	uint8_t role;
-	uint8_t pad[3];
+	uint8_t proto; /* enum flow_proto */
+	uint8_t pad[2];
+	char path[80]; /* unix: the server's address, as unix_peer_string() writes it */
 };
 
 struct flow_agg {
@@ -74,7 +83,8 @@ struct flow_end_key {
 	uint8_t laddr[16], raddr[16]; /* IPv6, or IPv4-mapped */
 	uint16_t port; /* the server's port */
 	uint8_t role;
-	uint8_t pad;
+	uint8_t proto; /* enum flow_proto */
+	char path[80]; /* unix: the server's address, as unix_peer_string() writes it */
 };
 
 struct flow_end {
@@ -92,12 +102,24 @@ struct flow_tuple {
 	uint8_t laddr[16], raddr[16];
 	uint16_t lport, rport;
 	uint32_t netns; /* loopback connections only: the same addresses mean nothing across */
+	uint32_t proto;
 };
 
-/* A connection the agent follows, by socket cookie. */
-struct flow_track {
+/* What a followed connection is known by: its socket, and for UDP the peer too. */
+struct flow_track_key {
 	uint64_t cookie;
+	uint8_t raddr[16]; /* UDP only */
+	uint16_t rport, family; /* UDP only */
+	uint8_t proto; /* enum flow_proto */
+	uint8_t pad[3];
+};
+
+/* A connection the agent follows: a TCP connection, a UDP (socket, peer) flow, a unix socket. */
+struct flow_track {
+	struct flow_track_key key;
 	struct flow_conn conn;
+	char path[80]; /* unix: the server's address, as unix_peer_string() writes it */
+	uint64_t last_change_ms; /* UDP and unix: when its counts last moved */
 	struct flow_tuple tuple;
 	uint64_t tx_seen, rx_seen; /* what was already added to its aggregate */
 	uint64_t end_tx_seen, end_rx_seen; /* ... and to its graph end */
@@ -133,6 +155,7 @@ struct flow_state {
 	struct flow_listener listeners[FLOW_LISTENERS_MAX];
 	size_t nlisteners;
 	enum flow_bytes_mode bytes; /* CALLS, COUNTERS or OFF once chosen */
+	bool dgram_on, unix_on; /* UDP flows and unix sockets followed */
 	struct bpf_link
 		*iter; /* flow_discover, run at load and, counting from counters, per read */
 	uint64_t read_gen, in_map;
@@ -141,13 +164,15 @@ struct flow_state {
 	uint64_t tracks_full, aggs_full, ends_full, found_at_start;
 	__u64 keys[FLOW_BATCH];
 	struct flow_conn values[FLOW_BATCH];
+	struct flow_dgram_key dgram_keys[FLOW_BATCH];
+	struct flow_unix unix_values[FLOW_BATCH];
+	uint64_t in_dgram, in_unix;
 };
 
 static int track_cmp(const void *a, const void *b)
 {
-	const struct flow_track *x = a, *y = b;
-
-	return x->cookie < y->cookie ? -1 : x->cookie > y->cookie;
+	return memcmp(&((const struct flow_track *)a)->key, &((const struct flow_track *)b)->key,
+		      sizeof(struct flow_track_key));
 }
 
 static int agg_cmp(const void *a, const void *b)
@@ -185,6 +210,11 @@ static struct flow_agg *agg_for(struct flow_state *s, const struct flow_track *t
 	probe.key.family = c->family;
 	memcpy(probe.key.peer, c->raddr, sizeof(probe.key.peer));
 	probe.key.role = conn_role(s, c, &probe.key.peer_port);
+	probe.key.proto = c->proto;
+	if (c->proto == FLOW_PROTO_UNIX) {
+		probe.key.peer_port = 0;
+		memcpy(probe.key.path, t->path, sizeof(probe.key.path));
+	}
 	found = tfind(&probe, &s->aggs, agg_cmp);
 	if (found)
 		return *found;
@@ -231,6 +261,7 @@ static void tuple_of(const struct flow_conn *c, struct flow_tuple *t)
 	addr_v6(c->family, c->raddr, t->raddr);
 	t->lport = c->lport;
 	t->rport = c->rport;
+	t->proto = c->proto;
 	if (addr_is_loopback(t->raddr))
 		t->netns = c->netns;
 }
@@ -289,7 +320,17 @@ static struct flow_track *tuple_peer(struct flow_state *s, const struct flow_tra
 	probe.tuple.lport = t->tuple.rport;
 	probe.tuple.rport = t->tuple.lport;
 	probe.tuple.netns = t->tuple.netns;
+	probe.tuple.proto = t->tuple.proto;
 	found = tfind(&probe, &s->tuples, tuple_cmp);
+	if (!found && t->conn.proto == FLOW_PROTO_UDP) {
+		/* a UDP server bound to the any address: 0.0.0.0 (IPv4-mapped) or :: */
+		memset(probe.tuple.laddr, 0, 16);
+		found = tfind(&probe, &s->tuples, tuple_cmp);
+		if (!found) {
+			probe.tuple.laddr[10] = probe.tuple.laddr[11] = 0xff;
+			found = tfind(&probe, &s->tuples, tuple_cmp);
+		}
+	}
 	return found && (*found)->track != t ? (*found)->track : NULL;
 }
 
@@ -311,6 +352,11 @@ static struct flow_end *end_for(struct flow_state *s, const struct flow_track *t
 	memcpy(probe.key.laddr, t->tuple.laddr, 16);
 	memcpy(probe.key.raddr, t->tuple.raddr, 16);
 	probe.key.role = conn_role(s, &t->conn, &probe.key.port);
+	probe.key.proto = t->conn.proto;
+	if (t->conn.proto == FLOW_PROTO_UNIX) {
+		probe.key.port = 0;
+		memcpy(probe.key.path, t->path, sizeof(probe.key.path));
+	}
 	found = tfind(&probe, &s->ends, end_cmp);
 	if (found)
 		return *found;
@@ -348,6 +394,11 @@ static void end_apply(struct flow_state *s, struct flow_track *t, uint64_t now)
 
 	if (!t->conn.established || (!t->conn.tgid && !t->closed))
 		return;
+	if (t->conn.proto == FLOW_PROTO_UNIX) {
+		/* the kernel names the peer process itself (SO_PEERCRED) */
+		t->peer_tgid = t->conn.peer_tgid;
+		t->peer_decided = true;
+	}
 	if (!t->peer_decided) {
 		struct flow_track *r = tuple_peer(s, t);
 
@@ -391,6 +442,8 @@ static void track_apply(struct flow_state *s, struct flow_track *t, const struct
 	}
 	if (!t->conn.role)
 		t->conn.role = c->role;
+	if (c->tx != t->conn.tx || c->rx != t->conn.rx)
+		t->last_change_ms = monotonic_ms();
 	t->conn.tx = c->tx; /* the counts so far, for end_apply */
 	t->conn.rx = c->rx;
 	if (!t->conn.tgid && !closed)
@@ -410,10 +463,10 @@ static void track_apply(struct flow_state *s, struct flow_track *t, const struct
 	}
 }
 
-static struct flow_track *track_get(struct flow_state *s, uint64_t cookie,
+static struct flow_track *track_get(struct flow_state *s, const struct flow_track_key *key,
 				    const struct flow_conn *c)
 {
-	struct flow_track probe = { .cookie = cookie }, *t, **found;
+	struct flow_track probe = { .key = *key }, *t, **found;
 
 	found = tfind(&probe, &s->tracks, track_cmp);
 	if (found)
@@ -425,17 +478,18 @@ static struct flow_track *track_get(struct flow_state *s, uint64_t cookie,
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
-	t->cookie = cookie;
+	t->key = *key;
 	t->conn = *c;
 	t->conn.tx = t->conn.rx = 0;
-	t->first_ms = monotonic_ms();
+	t->first_ms = t->last_change_ms = monotonic_ms();
 	tuple_of(c, &t->tuple);
 	if (!tsearch(t, &s->tracks, track_cmp)) {
 		free(t);
 		return NULL;
 	}
 	s->ntracks++;
-	tuple_index(s, t);
+	if (c->proto != FLOW_PROTO_UNIX)
+		tuple_index(s, t); /* unix sockets name their peer process themselves */
 	return t;
 }
 
@@ -451,11 +505,13 @@ static int handle_close(void *ctx, void *data, size_t len)
 {
 	struct flow_state *s = ctx;
 	const struct flow_event *e = data;
+	struct flow_track_key key = { .proto = FLOW_PROTO_TCP };
 	struct flow_track *t;
 
 	if (len < sizeof(*e) || e->kind != FLOW_CLOSE)
 		return 0;
-	t = track_get(s, e->cookie, &e->conn);
+	key.cookie = e->cookie;
+	t = track_get(s, &key, &e->conn);
 	if (!t || t->closed)
 		return 0;
 	track_apply(s, t, &e->conn, true);
@@ -627,6 +683,8 @@ static void sweep_visit(const void *node, VISIT which, int depth)
 	if (t->closed)
 		stale = sweep_now - t->closed_ms >= FLOW_PAIR_HOLD_MS &&
 			(t->peer_decided || sweep_now - t->closed_ms >= 2 * FLOW_PAIR_HOLD_MS);
+	else if (t->key.proto != FLOW_PROTO_TCP && sweep_now - t->last_change_ms >= FLOW_IDLE_MS)
+		stale = true;
 	else
 		stale = t->read_gen + 2 <= sweep_state->read_gen;
 	if (stale && sweep_n < FLOW_BATCH)
@@ -638,47 +696,160 @@ static void sweep_visit(const void *node, VISIT which, int depth)
  * connection missing from the map has either closed since (its event comes at the next drain)
  * or lost its close event: one absent from two reads in a row is dropped.
  */
-static void flow_read(struct flow_state *s)
+static const char *const flow_proto_names[] = { "tcp", "udp", "unix" };
+
+/*
+ * A unix socket's address as a peer: "unix:/run/x.sock", "unix:@name" for an abstract one,
+ * "unix:" for an unnamed one (socketpair); bytes that are not printable become '?'.
+ */
+static void unix_peer_string(const char *path, size_t len, char *out, size_t outlen)
 {
-	int fd = bpf_map__fd(s->skel->maps.flow_conns);
+	size_t n = snprintf(out, outlen, "unix:");
+
+	for (size_t i = 0; i < len && i < 64 && n + 1 < outlen; i++) {
+		char c = path[i];
+
+		if (i == 0 && c == '\0')
+			c = '@';
+		else if (c == '\0' && path[0] != '\0')
+			break; /* a path name ends at its NUL */
+		else if (c < 0x20 || c > 0x7e)
+			c = '?';
+		out[n++] = c;
+	}
+	out[n] = '\0';
+}
+
+/* Reads one kernel map whole; visit() gets each entry. The number of entries. */
+static uint64_t map_read(int fd, void *keys, size_t key_size, void *values, size_t value_size,
+			 void (*visit)(struct flow_state *s, const void *key, const void *value),
+			 struct flow_state *s)
+{
 	__u64 batch = 0;
 	bool first = true;
 	uint64_t n = 0;
 
+	for (;;) {
+		__u32 count = FLOW_BATCH;
+		int err = bpf_map_lookup_batch(fd, first ? NULL : &batch, &batch, keys, values,
+					       &count, NULL);
+
+		first = false;
+		for (__u32 i = 0; i < count; i++)
+			visit(s, (const char *)keys + i * key_size,
+			      (const char *)values + i * value_size);
+		n += count;
+		if (err)
+			return n; /* -ENOENT: the end */
+	}
+}
+
+static void read_tcp(struct flow_state *s, const void *k, const void *v)
+{
+	struct flow_track_key key = { .cookie = *(const __u64 *)k, .proto = FLOW_PROTO_TCP };
+	const struct flow_conn *c = v;
+	struct flow_track *t;
+
+	if (!c->established)
+		return;
+	t = track_get(s, &key, c);
+	if (!t || t->closed)
+		return; /* closed: a later entry of the same socket (TCP_CLOSE ends) */
+	t->read_gen = s->read_gen;
+	track_apply(s, t, c, false);
+}
+
+static void dgram_track_key(const struct flow_dgram_key *k, struct flow_track_key *key)
+{
+	memset(key, 0, sizeof(*key));
+	key->cookie = k->cookie;
+	memcpy(key->raddr, k->raddr, sizeof(key->raddr));
+	key->rport = k->rport;
+	key->family = k->family;
+	key->proto = FLOW_PROTO_UDP;
+}
+
+static void read_dgram(struct flow_state *s, const void *k, const void *v)
+{
+	struct flow_track_key key;
+	struct flow_track *t;
+
+	dgram_track_key(k, &key);
+	t = track_get(s, &key, v);
+	if (!t)
+		return;
+	t->read_gen = s->read_gen;
+	track_apply(s, t, v, false);
+}
+
+static void read_unix(struct flow_state *s, const void *k, const void *v)
+{
+	struct flow_track_key key = { .cookie = *(const __u64 *)k, .proto = FLOW_PROTO_UNIX };
+	const struct flow_unix *u = v;
+	struct flow_track *t;
+
+	t = track_get(s, &key, &u->conn);
+	if (!t)
+		return;
+	if (!t->path[0])
+		unix_peer_string(u->path, u->path_len, t->path, sizeof(t->path));
+	t->read_gen = s->read_gen;
+	track_apply(s, t, &u->conn, false);
+}
+
+/* A UDP flow or unix socket idle for FLOW_IDLE_MS leaves the kernel map with its last counts. */
+static void track_retire(struct flow_state *s, struct flow_track *t)
+{
+	struct flow_dgram_key dk = { .cookie = t->key.cookie };
+	struct flow_unix u;
+
+	if (t->key.proto == FLOW_PROTO_UDP) {
+		memcpy(dk.raddr, t->key.raddr, sizeof(dk.raddr));
+		dk.rport = t->key.rport;
+		dk.family = t->key.family;
+		if (!bpf_map_lookup_and_delete_elem(bpf_map__fd(s->skel->maps.flow_dgram), &dk,
+						    &u.conn))
+			track_apply(s, t, &u.conn, true);
+	} else if (t->key.proto == FLOW_PROTO_UNIX) {
+		if (!bpf_map_lookup_and_delete_elem(bpf_map__fd(s->skel->maps.flow_unix),
+						    &t->key.cookie, &u))
+			track_apply(s, t, &u.conn, true);
+	}
+	end_apply(s, t, monotonic_ms());
+}
+
+/*
+ * Reads every live connection from the kernel maps. Close events are drained first, so a TCP
+ * connection missing from the map has either closed since (its event comes at the next drain)
+ * or lost its close event: one absent from two reads in a row is dropped.
+ */
+static void flow_read(struct flow_state *s)
+{
 	ring_buffer__consume(s->events);
 	if (s->bytes == FLOW_BYTES_COUNTERS)
 		flow_iterate(s);
 	s->read_gen++;
-	for (;;) {
-		__u32 count = FLOW_BATCH;
-		int err = bpf_map_lookup_batch(fd, first ? NULL : &batch, &batch, s->keys,
-					       s->values, &count, NULL);
-
-		first = false;
-		for (__u32 i = 0; i < count; i++) {
-			struct flow_track *t;
-
-			if (!s->values[i].established)
-				continue;
-			t = track_get(s, s->keys[i], &s->values[i]);
-			if (!t || t->closed)
-				continue; /* closed: a later entry of the same socket (TCP_CLOSE ends) */
-			t->read_gen = s->read_gen;
-			track_apply(s, t, &s->values[i], false);
-			n++;
-		}
-		if (err)
-			break; /* -ENOENT: the end */
-	}
-	s->in_map = n;
+	s->in_map = map_read(bpf_map__fd(s->skel->maps.flow_conns), s->keys, sizeof(s->keys[0]),
+			     s->values, sizeof(s->values[0]), read_tcp, s);
+	if (s->dgram_on)
+		s->in_dgram = map_read(bpf_map__fd(s->skel->maps.flow_dgram), s->dgram_keys,
+				       sizeof(s->dgram_keys[0]), s->values, sizeof(s->values[0]),
+				       read_dgram, s);
+	if (s->unix_on)
+		s->in_unix =
+			map_read(bpf_map__fd(s->skel->maps.flow_unix), s->keys, sizeof(s->keys[0]),
+				 s->unix_values, sizeof(s->unix_values[0]), read_unix, s);
 	owners_find(s);
 	sweep_state = s;
 	sweep_now = monotonic_ms();
 	do {
 		sweep_n = 0;
 		twalk(s->tracks, sweep_visit);
-		for (size_t i = 0; i < sweep_n; i++)
+		for (size_t i = 0; i < sweep_n; i++) {
+			if (sweep_victims[i]->key.proto != FLOW_PROTO_TCP)
+				track_retire(s, sweep_victims[i]);
 			track_drop(s, sweep_victims[i]);
+		}
 	} while (sweep_n == FLOW_BATCH);
 }
 
@@ -694,7 +865,9 @@ static void peer_string(const struct flow_agg_key *k, char *out, size_t len)
 {
 	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 
-	if (k->family == AF_INET6 && !memcmp(k->peer, v4mapped, sizeof(v4mapped)))
+	if (k->proto == FLOW_PROTO_UNIX)
+		snprintf(out, len, "%s", k->path);
+	else if (k->family == AF_INET6 && !memcmp(k->peer, v4mapped, sizeof(v4mapped)))
 		inet_ntop(AF_INET, k->peer + 12, out, len);
 	else
 		inet_ntop(k->family == AF_INET6 ? AF_INET6 : AF_INET, k->peer, out, len);
@@ -702,7 +875,7 @@ static void peer_string(const struct flow_agg_key *k, char *out, size_t len)
 
 struct flow_row {
 	const struct flow_agg *agg;
-	char workload[256], peer[64], port[8];
+	char workload[256], peer[80], port[8];
 };
 
 static struct flow_row *collect_rows;
@@ -735,7 +908,10 @@ static void collect_visit(const void *node, VISIT which, int depth)
 	r->agg = a;
 	workload_from_cgroup(a->cgroup, r->workload, sizeof(r->workload));
 	peer_string(&a->key, r->peer, sizeof(r->peer));
-	snprintf(r->port, sizeof(r->port), "%u", a->key.peer_port);
+	if (a->key.proto == FLOW_PROTO_UNIX)
+		r->port[0] = '\0';
+	else
+		snprintf(r->port, sizeof(r->port), "%u", a->key.peer_port);
 }
 
 static void row_labels(const struct flow_row *r, struct prom_label *l)
@@ -746,6 +922,7 @@ static void row_labels(const struct flow_row *r, struct prom_label *l)
 	l[3] = (struct prom_label){ "peer_addr", r->peer };
 	l[4] = (struct prom_label){ "peer_port", r->port };
 	l[5] = (struct prom_label){ "role", flow_role_names[r->agg->key.role] };
+	l[6] = (struct prom_label){ "protocol", flow_proto_names[r->agg->key.proto] };
 }
 
 /*
@@ -840,7 +1017,7 @@ static void flow_expire(struct flow_state *s)
 static int flow_collect(struct plumb_module *m, struct prom_writer *w)
 {
 	struct flow_state *s = m->priv;
-	struct prom_label l[7];
+	struct prom_label l[8];
 
 	flow_read(s);
 	flow_expire(s);
@@ -854,33 +1031,38 @@ static int flow_collect(struct plumb_module *m, struct prom_writer *w)
 
 	if (s->bytes != FLOW_BYTES_OFF) {
 		prom_family(w, "plumb_flow_bytes_total", PROM_COUNTER,
-			    "TCP payload bytes sent (tx) and received (rx) by the owning "
-			    "process, per peer and server port.");
+			    "Payload bytes sent (tx) and received (rx) by the owning process "
+			    "over TCP, UDP and unix sockets, per peer and server port.");
 		for (size_t i = 0; i < collect_n; i++)
 			for (int d = 0; d < 2; d++) {
 				row_labels(&collect_rows[i], l);
-				l[6] = (struct prom_label){ "direction", d ? "rx" : "tx" };
-				prom_sample(w, l, 7,
+				l[7] = (struct prom_label){ "direction", d ? "rx" : "tx" };
+				prom_sample(w, l, 8,
 					    (double)(d ? collect_rows[i].agg->rx :
 							 collect_rows[i].agg->tx));
 			}
 	}
 	prom_family(w, "plumb_flow_connections_total", PROM_COUNTER,
-		    "TCP connections established, per owner, peer, server port and role.");
+		    "Connections established (TCP), flows seen (UDP, per socket and "
+		    "peer) and sockets seen (unix), per owner, peer, server port and role.");
 	for (size_t i = 0; i < collect_n; i++) {
 		row_labels(&collect_rows[i], l);
-		prom_sample(w, l, 6, (double)collect_rows[i].agg->connections);
+		prom_sample(w, l, 7, (double)collect_rows[i].agg->connections);
 	}
 	free(collect_rows);
 	collect_rows = NULL;
 	return w->err;
 }
 
+/* An address as text; "" for the unspecified one (a UDP socket bound to any, a unix socket). */
 static void addr_string(const uint8_t *a, char *out, size_t len)
 {
 	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const uint8_t zero[16];
 
-	if (!memcmp(a, v4mapped, sizeof(v4mapped)))
+	if (!memcmp(a, zero, 16) || (!memcmp(a, v4mapped, 12) && !memcmp(a + 12, zero, 4)))
+		snprintf(out, len, "%s", "");
+	else if (!memcmp(a, v4mapped, sizeof(v4mapped)))
 		inet_ntop(AF_INET, a + 12, out, len);
 	else
 		inet_ntop(AF_INET6, a, out, len);
@@ -927,11 +1109,16 @@ static void graph_visit(const void *node, VISIT which, int depth)
 	o = json_object_new_object();
 	json_object_object_add(o, "pid", json_object_new_int64(e->key.tgid));
 	json_object_object_add(o, "role", json_object_new_string(flow_role_names[e->key.role]));
-	json_object_object_add(o, "protocol", json_object_new_string("tcp"));
+	json_object_object_add(o, "protocol",
+			       json_object_new_string(flow_proto_names[e->key.proto]));
 	addr_string(e->key.laddr, addr, sizeof(addr));
 	json_object_object_add(o, "local_addr", json_object_new_string(addr));
-	addr_string(e->key.raddr, addr, sizeof(addr));
-	json_object_object_add(o, "peer_addr", json_object_new_string(addr));
+	if (e->key.proto == FLOW_PROTO_UNIX)
+		json_object_object_add(o, "peer_addr", json_object_new_string(e->key.path));
+	else
+		addr_string(e->key.raddr, addr, sizeof(addr));
+	if (e->key.proto != FLOW_PROTO_UNIX)
+		json_object_object_add(o, "peer_addr", json_object_new_string(addr));
 	json_object_object_add(o, "port", json_object_new_int(e->key.port));
 	json_object_object_add(o, "tx_bytes", json_object_new_int64((int64_t)e->tx));
 	json_object_object_add(o, "rx_bytes", json_object_new_int64((int64_t)e->rx));
@@ -965,13 +1152,21 @@ static int flow_graph(struct plumb_module *m, struct json_object *doc)
 static void flow_health(struct plumb_module *m, struct module_health *h)
 {
 	struct flow_state *s = m->priv;
-	static const char *const reasons[FLOW_LOST_REASONS] = { "ringbuf_full", "conns_full" };
+	static const char *const reasons[FLOW_LOST_REASONS] = { "ringbuf_full", "conns_full",
+								"dgram_full", "unix_full",
+								"mmsg_first_peer" };
 	int ncpus = libbpf_num_possible_cpus();
 	__u64 *percpu = ncpus > 0 ? calloc(ncpus, sizeof(__u64)) : NULL;
 
 	h->maps[h->nmaps].name = "flow_conns";
 	h->maps[h->nmaps].entries = s->in_map;
 	h->maps[h->nmaps++].capacity = bpf_map__max_entries(s->skel->maps.flow_conns);
+	h->maps[h->nmaps].name = "flow_dgram";
+	h->maps[h->nmaps].entries = s->in_dgram;
+	h->maps[h->nmaps++].capacity = bpf_map__max_entries(s->skel->maps.flow_dgram);
+	h->maps[h->nmaps].name = "flow_unix";
+	h->maps[h->nmaps].entries = s->in_unix;
+	h->maps[h->nmaps++].capacity = bpf_map__max_entries(s->skel->maps.flow_unix);
 	h->maps[h->nmaps].name = "connections";
 	h->maps[h->nmaps].entries = s->ntracks;
 	h->maps[h->nmaps++].capacity = s->track_capacity;
@@ -1069,16 +1264,36 @@ static int flow_choose(struct plumb_module *m, struct flow_state *s, const struc
 	default:
 		s->bytes = cfg->flow_bytes;
 	}
-	bpf_program__set_autoload(s->skel->progs.flow_send, s->bytes == FLOW_BYTES_CALLS);
-	bpf_program__set_autoload(s->skel->progs.flow_recv, s->bytes == FLOW_BYTES_CALLS);
+	/* UDP and unix sockets have no counters of their own: bytes per call, where there are */
+	s->unix_on = calls && s->bytes != FLOW_BYTES_OFF;
+	s->dgram_on = s->unix_on && kernel_has(FEAT_TASK_PT_REGS);
+	s->skel->rodata->tcp_calls = s->bytes == FLOW_BYTES_CALLS;
+	s->skel->rodata->udp_on = s->dgram_on;
+	s->skel->rodata->unix_on = s->unix_on;
+	bpf_program__set_autoload(s->skel->progs.flow_send, s->unix_on);
+	bpf_program__set_autoload(s->skel->progs.flow_recv, s->unix_on);
+	bpf_program__set_autoload(s->skel->progs.flow_recvmsg4, s->dgram_on);
+	bpf_program__set_autoload(s->skel->progs.flow_recvmsg6, s->dgram_on);
 	s->skel->rodata->bytes_from_counters = s->bytes == FLOW_BYTES_COUNTERS;
 	off = s->bytes == FLOW_BYTES_OFF ? "off: --flow-bytes off" :
-	      calls ? "off: bytes from TCP's counters (--flow-bytes counters)" :
-		      "off: tracepoint missing (6.3+): bytes from TCP's counters";
+					   "off: tracepoint missing (6.3+): TCP bytes from TCP's "
+					   "counters, no UDP or unix";
 	module_attach_note(m, "tp_btf/sock_send_length", "flow_send",
-			   s->bytes == FLOW_BYTES_CALLS ? "chosen" : off);
+			   s->bytes == FLOW_BYTES_CALLS ? "chosen" :
+			   s->unix_on ? "chosen: UDP and unix (TCP bytes from its counters)" :
+					off);
 	module_attach_note(m, "tp_btf/sock_recv_length", "flow_recv",
-			   s->bytes == FLOW_BYTES_CALLS ? "chosen" : off);
+			   s->bytes == FLOW_BYTES_CALLS ? "chosen" :
+			   s->unix_on ? "chosen: UDP and unix (TCP bytes from its counters)" :
+					off);
+	for (int v = 4; v <= 6; v += 2)
+		module_attach_note(m,
+				   v == 4 ? "cgroup/recvmsg4 (root cgroup)" :
+					    "cgroup/recvmsg6 (root cgroup)",
+				   v == 4 ? "flow_recvmsg4" : "flow_recvmsg6", "%s",
+				   s->dgram_on ? "chosen: the source of UDP datagrams received" :
+				   s->unix_on  ? "off: bpf_task_pt_regs missing: no UDP" :
+						 off);
 	if (!kernel_has(FEAT_SYSCALL_TRACEPOINTS) ||
 	    !tracepoint_exists("syscalls", "sys_exit_accept4") ||
 	    !tracepoint_exists("syscalls", "sys_exit_accept")) {
@@ -1094,12 +1309,32 @@ static int flow_choose(struct plumb_module *m, struct flow_state *s, const struc
 		module_attach_note(m, "syscalls/sys_exit_accept", "flow_accept", "chosen");
 	}
 	module_attach_note(m, "iter/tcp", "flow_discover", "chosen");
-	snprintf(m->choice, sizeof(m->choice), "TCP connections from inet_sock_set_state; bytes %s",
+	snprintf(m->choice, sizeof(m->choice),
+		 "TCP connections from inet_sock_set_state; bytes %s; UDP %s; unix sockets %s",
 		 s->bytes == FLOW_BYTES_CALLS ? "per call from sock_send_length/sock_recv_length" :
 		 s->bytes == FLOW_BYTES_COUNTERS ? "from TCP's counters at close and on each read "
 						   "(live ones in the agent's network namespace)" :
-						   "off");
+						   "off",
+		 s->dgram_on ? "per call" : "off", s->unix_on ? "per call" : "off");
 	return 0;
+}
+
+/* The UDP recvmsg hooks, on the root cgroup: every process is below it. 0 or -errno. */
+static int flow_attach_cgroup(struct flow_state *s, const char *cgroup_root)
+{
+	int fd = open(cgroup_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	s->skel->links.flow_recvmsg4 = bpf_program__attach_cgroup(s->skel->progs.flow_recvmsg4, fd);
+	if (!s->skel->links.flow_recvmsg4)
+		err = -errno;
+	s->skel->links.flow_recvmsg6 =
+		err ? NULL : bpf_program__attach_cgroup(s->skel->progs.flow_recvmsg6, fd);
+	if (!err && !s->skel->links.flow_recvmsg6)
+		err = -errno;
+	close(fd);
+	return err;
 }
 
 static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
@@ -1131,6 +1366,8 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 		goto out_unload;
 	}
 	bpf_map__set_max_entries(s->skel->maps.flow_conns, cfg->flow_capacity);
+	bpf_map__set_max_entries(s->skel->maps.flow_dgram, cfg->flow_capacity / 4);
+	bpf_map__set_max_entries(s->skel->maps.flow_unix, cfg->flow_capacity / 4);
 	s->skel->rodata->netns_only = cfg->netns ? cfg->netns->ino : 0;
 	err = flow_choose(m, s, cfg);
 	if (err)
@@ -1144,6 +1381,8 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 	/* the iterator is run by hand below, not attached */
 	bpf_program__set_autoattach(s->skel->progs.flow_discover, false);
 	err = flow_bpf__attach(s->skel);
+	if (!err && s->dgram_on)
+		err = flow_attach_cgroup(s, cfg->cgroup_root);
 	if (err) {
 		snprintf(m->error, sizeof(m->error), "cannot attach: %s", strerror(-err));
 		goto out_unload;

@@ -8,6 +8,12 @@ stays where it was started).
                                                read the reply to EOF, close
   flowwork.py CGDIR hold HOST PORT              one connection driven by stdin lines:
                                                "send N", "close" (prints "done" after each)
+  flowwork.py CGDIR udpserver HOST PORT REPLY   for each datagram received (recvfrom), send
+                                               REPLY bytes back to its sender (sendto)
+  flowwork.py CGDIR udpclient HOST PORT N SIZE  an unconnected socket: N times send SIZE bytes
+                                               (sendto), then receive the reply (recvfrom)
+  flowwork.py CGDIR unixserver PATH - REPLY     as server, over a unix stream socket at PATH
+  flowwork.py CGDIR unixclient PATH - N SIZE    as client, over a unix stream socket
 """
 import socket
 import sys
@@ -37,9 +43,47 @@ def drain(c):
 
 
 def main():
-    cgdir, mode, host, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    cgdir, mode, host = sys.argv[1], sys.argv[2], sys.argv[3]
+    port = 0 if sys.argv[4] == "-" else int(sys.argv[4])
     join(cgdir)
-    if mode == "server":
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    if mode == "udpserver":
+        reply = int(sys.argv[5])
+        s = socket.socket(family, socket.SOCK_DGRAM)
+        s.bind((host, port))
+        print("listening", flush=True)
+        while True:
+            _, peer = s.recvfrom(65536)
+            s.sendto(b"r" * reply, peer)
+    elif mode == "udpclient":
+        n, size = int(sys.argv[5]), int(sys.argv[6])
+        s = socket.socket(family, socket.SOCK_DGRAM)
+        for _ in range(n):
+            s.sendto(b"s" * size, (host, port))
+            s.recvfrom(65536)
+        print("done", flush=True)
+    elif mode == "unixserver":
+        reply = int(sys.argv[5])
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(host)
+        srv.listen(128)
+        print("listening", flush=True)
+        while True:
+            c, _ = srv.accept()
+            drain(c)
+            c.sendall(b"r" * reply)
+            c.close()
+    elif mode == "unixclient":
+        n, size = int(sys.argv[5]), int(sys.argv[6])
+        for _ in range(n):
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            c.connect(host)
+            c.sendall(b"s" * size)
+            c.shutdown(socket.SHUT_WR)
+            drain(c)
+            c.close()
+        print("done", flush=True)
+    elif mode == "server":
         reply = int(sys.argv[5])
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         srv = socket.socket(family, socket.SOCK_STREAM)

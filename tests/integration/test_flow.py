@@ -8,7 +8,9 @@ processes the test puts in cgroups of its own; the agent's counters must equal t
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import sys
 import time
 
@@ -49,27 +51,85 @@ def run_client(cg, host, port, n, size):
     assert r.returncode == 0 and r.stdout.strip() == "done", r
 
 
-def flow(m, label, role, port, direction=None, peer="127.0.0.1"):
-    labels = dict(cgroup=label, role=role, peer_port=str(port), peer_addr=peer, comm="python3")
+def flow(m, label, role, port, direction=None, peer="127.0.0.1", protocol="tcp"):
+    labels = dict(cgroup=label, role=role, peer_port=str(port), peer_addr=peer, comm="python3",
+                  protocol=protocol)
     if direction is None:
         return value(m, "plumb_flow_connections_total", **labels)
     return value(m, "plumb_flow_bytes_total", direction=direction, **labels)
 
 
-def check_pair(agent, cli, srv, port, n, size, reply, peer="127.0.0.1"):
+def check_pair(agent, cli, srv, port, n, size, reply, peer="127.0.0.1", protocol="tcp"):
     """Both ends of n connections of size bytes out and reply bytes back, exactly."""
     want = {(cli, "client", "tx"): n * size, (cli, "client", "rx"): n * reply,
             (srv, "server", "rx"): n * size, (srv, "server", "tx"): n * reply}
+    kw = dict(peer=peer, protocol=protocol)
 
     def seen(m):
-        return {k: flow(m, k[0], k[1], port, k[2], peer) for k in want}
+        return {k: flow(m, k[0], k[1], port, k[2], **kw) for k in want}
 
-    m = settle(agent, lambda m: seen(m) == want and flow(m, cli, "client", port, peer=peer) == n
-               and flow(m, srv, "server", port, peer=peer) == n, timeout=10)
+    m = settle(agent, lambda m: seen(m) == want and flow(m, cli, "client", port, **kw) == n
+               and flow(m, srv, "server", port, **kw) == n, timeout=10)
     assert seen(m) == want, f"bytes: expected {want}, seen {seen(m)}"
     for label, role in ((cli, "client"), (srv, "server")):
-        got = flow(m, label, role, port, peer=peer)
+        got = flow(m, label, role, port, **kw)
         assert got == n, f"{role} {label}: {got} connections, expected {n}"
+
+
+def graph_ends(agent, pids, want, timeout=10):
+    """The /api/v1/graph ends of these pids once they equal want (sorted by role)."""
+    deadline = time.time() + timeout
+    while True:
+        status, _, body = agent.get("/api/v1/graph")
+        assert status == 200, f"/api/v1/graph: {status} {body}"
+        doc = json.loads(body)
+        got = sorted((e for e in doc["ends"] if e["pid"] in pids), key=lambda e: e["role"])
+        if got == want or time.time() > deadline:
+            assert got == want, f"expected {want}, got {got}"
+            return doc
+        time.sleep(0.3)
+
+
+def test_udp(agent, cleanup):
+    """UDP over loopback, an unconnected client (sendto/recvfrom) and server: both ends' flows
+    exact, one flow each, the server's port as peer_port, and the graph pairs the processes."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/udp-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/udp-cli")
+    port = free_port()
+    s = start(cleanup, cgs, "udpserver", "127.0.0.1", port, 333)
+    expect_line(s, "listening")
+    c = start(cleanup, cgc, "udpclient", "127.0.0.1", port, 50, 1400)
+    expect_line(c, "done")
+    c.wait()
+    check_pair(agent, cli, srv, port, 1, 50 * 1400, 50 * 333, protocol="udp")
+    end = {"protocol": "udp", "local_addr": "127.0.0.1", "peer_addr": "127.0.0.1",
+           "port": port, "connections": 1}
+    graph_ends(agent, (c.pid, s.pid), [
+        dict(end, pid=c.pid, role="client", tx_bytes=50 * 1400, rx_bytes=50 * 333,
+             peer_pid=s.pid, local_addr=""),
+        dict(end, pid=s.pid, role="server", tx_bytes=50 * 333, rx_bytes=50 * 1400,
+             peer_pid=c.pid)])
+
+
+def test_unix(agent, cleanup, tmpdir):
+    """A unix stream server and client: bytes exact at both ends, one per connection, the
+    socket's path as the peer, and each end names the other's process (SO_PEERCRED)."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/unix-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/unix-cli")
+    path = os.path.join(tmpdir, f"u{time.monotonic_ns()}.sock")
+    s = start(cleanup, cgs, "unixserver", path, "-", 777)
+    expect_line(s, "listening")
+    c = start(cleanup, cgc, "unixclient", path, "-", 3, 5000)
+    expect_line(c, "done")
+    c.wait()
+    peer = f"unix:{path}"
+    check_pair(agent, cli, srv, "", 3, 5000, 777, peer=peer, protocol="unix")
+    end = {"protocol": "unix", "local_addr": "", "peer_addr": peer, "port": 0,
+           "connections": 3}
+    graph_ends(agent, (c.pid, s.pid), [
+        dict(end, pid=c.pid, role="client", tx_bytes=15000, rx_bytes=3 * 777, peer_pid=s.pid),
+        dict(end, pid=s.pid, role="server", tx_bytes=3 * 777, rx_bytes=15000,
+             peer_pid=c.pid)])
 
 
 def test_tcp_loopback_exact(agent, cleanup):
@@ -102,22 +162,13 @@ def test_graph_pairs(agent, cleanup):
     c = start(cleanup, cgc, "client", "127.0.0.1", port, 6, 22222)
     expect_line(c, "done")
     c.wait()
-    want = [{"pid": c.pid, "role": "client", "protocol": "tcp", "local_addr": "127.0.0.1",
-             "peer_addr": "127.0.0.1", "port": port, "tx_bytes": 6 * 22222,
-             "rx_bytes": 6 * 999, "connections": 6, "peer_pid": s.pid},
-            {"pid": s.pid, "role": "server", "protocol": "tcp", "local_addr": "127.0.0.1",
-             "peer_addr": "127.0.0.1", "port": port, "tx_bytes": 6 * 999,
-             "rx_bytes": 6 * 22222, "connections": 6, "peer_pid": c.pid}]
-    deadline = time.time() + 10
-    while True:
-        status, _, body = agent.get("/api/v1/graph")
-        assert status == 200, f"/api/v1/graph: {status} {body}"
-        doc = json.loads(body)
-        got = [e for e in doc["ends"] if e["pid"] in (c.pid, s.pid) and e["port"] == port]
-        if sorted(got, key=lambda e: e["role"]) == want or time.time() > deadline:
-            break
-        time.sleep(0.3)
-    assert sorted(got, key=lambda e: e["role"]) == want, f"expected {want}, got {got}"
+    doc = graph_ends(agent, (c.pid, s.pid), [
+        {"pid": c.pid, "role": "client", "protocol": "tcp", "local_addr": "127.0.0.1",
+         "peer_addr": "127.0.0.1", "port": port, "tx_bytes": 6 * 22222, "rx_bytes": 6 * 999,
+         "connections": 6, "peer_pid": s.pid},
+        {"pid": s.pid, "role": "server", "protocol": "tcp", "local_addr": "127.0.0.1",
+         "peer_addr": "127.0.0.1", "port": port, "tx_bytes": 6 * 999,
+         "rx_bytes": 6 * 22222, "connections": 6, "peer_pid": c.pid}])
     procs = {p["pid"]: p for p in doc["processes"]}
     for pid, label in ((c.pid, cli), (s.pid, srv)):
         assert procs[pid]["comm"] == "python3" and procs[pid]["cgroup"] == label, procs[pid]
@@ -248,6 +299,8 @@ def main():
     require_root()
     runner = Runner()
     cleanup = Cleanup()
+    tmpdir = tempfile.mkdtemp(prefix="plumb-flow-")
+    cleanup.add(shutil.rmtree, tmpdir)
     try:
         # auto: per call where the kernel has sock_send_length (6.3+), else TCP's counters;
         # counters: TCP's own counters on every kernel. Both must give the same exact numbers.
@@ -261,8 +314,11 @@ def main():
                              ("TCP over IPv6 loopback", test_ipv6),
                              ("1,000 short connections", test_short_connections),
                              ("graph ends paired by process", test_graph_pairs),
+                             ("UDP, unconnected sockets, exact", test_udp),
                              ("bytes of an open connection", test_live_bytes)):
                 runner.run(f"flow ({mode}): {name}", fn, agent, cleanup)
+            runner.run(f"flow ({mode}): unix stream sockets, exact", test_unix, agent, cleanup,
+                       tmpdir)
             agent.stop()
             runner.run(f"flow ({mode}): a connection older than the agent",
                        test_older_than_agent, cleanup, mode)
