@@ -412,13 +412,13 @@ int flow_recvmsg6(struct bpf_sock_addr *ctx)
 }
 
 /* One UDP call's bytes, to its (socket, peer) flow. */
-static __always_inline int count_dgram(struct sock *sk, int ret, bool tx)
+static __always_inline int count_dgram(struct sock *sk, __u64 key, int ret, bool tx)
 {
 	struct flow_dgram_key k = {};
 	struct flow_conn *c;
 	__u32 zero = 0;
 
-	k.cookie = bpf_get_socket_cookie(sk);
+	k.cookie = key;
 	if (BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_ESTABLISHED) {
 		/* connected: the peer is the socket's own */
 		k.family = BPF_CORE_READ(sk, __sk_common.skc_family);
@@ -487,9 +487,8 @@ static __always_inline void unix_path(struct flow_unix *u, struct unix_sock *us)
  * for an accepted socket the process that connected, for a connecting one the process that
  * listened. The server is the end with an address (an accepted socket shares its listener's).
  */
-static __always_inline int count_unix(struct sock *sk, int ret, bool tx)
+static __always_inline int count_unix(struct sock *sk, __u64 cookie, int ret, bool tx)
 {
-	__u64 cookie = bpf_get_socket_cookie(sk);
 	struct flow_unix *u = bpf_map_lookup_elem(&flow_unix, &cookie);
 
 	if (!u) {
@@ -536,14 +535,14 @@ static __always_inline int count_call(struct sock *sk, int ret, bool tx)
 		return 0;
 	family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	if (family == AF_UNIX)
-		return unix_on ? count_unix(sk, ret, tx) : 0;
+		return unix_on ? count_unix(sk, bpf_get_socket_cookie(sk), ret, tx) : 0;
 	if (family != AF_INET && family != AF_INET6)
 		return 0;
 	proto = BPF_CORE_READ(sk, sk_protocol);
 	if (proto == IPPROTO_TCP)
 		return tcp_calls ? count_bytes(sk, ret, tx) : 0;
 	if (proto == IPPROTO_UDP)
-		return udp_on ? count_dgram(sk, ret, tx) : 0;
+		return udp_on ? count_dgram(sk, bpf_get_socket_cookie(sk), ret, tx) : 0;
 	return 0;
 }
 
@@ -575,20 +574,27 @@ struct syscall_exit_ctx {
  * ESTABLISHED (bpf_get_socket_cookie), so it is read from the socket here: syscall
  * tracepoint programs have no cookie helper.
  */
-static __always_inline int accept_exit(struct syscall_exit_ctx *ctx)
+/* The current task's open file fd, or NULL. */
+static __always_inline struct file *fd_file(long fd)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct fdtable *fdt = task->files->fdt;
 	struct file *file = NULL, **fds;
+
+	if (fd < 0 || fd >= fdt->max_fds)
+		return NULL;
+	fds = fdt->fd;
+	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
+	return file;
+}
+
+static __always_inline int accept_exit(struct syscall_exit_ctx *ctx)
+{
+	struct file *file = fd_file(ctx->ret);
 	struct socket *sock;
 	struct flow_conn *c;
 	__u64 cookie;
-	long fd = ctx->ret;
 
-	if (fd < 0 || fd >= fdt->max_fds)
-		return 0;
-	fds = fdt->fd;
-	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
 	if (!file)
 		return 0;
 	sock = BPF_CORE_READ(file, private_data);
@@ -611,6 +617,74 @@ SEC("tracepoint/syscalls/sys_exit_accept")
 int flow_accept(struct syscall_exit_ctx *ctx)
 {
 	return accept_exit(ctx);
+}
+
+/*
+ * Kernels without sock_send_length/sock_recv_length (before 6.3): UDP and unix bytes from the
+ * exits of the send and receive syscalls, fd from the saved registers. read()/write() on
+ * those sockets are not seen this way. Syscall tracepoint programs have no cookie helper and
+ * a socket's cookie is made only on demand, so these key sockets by their inode number
+ * (unique for the socket's life; sockfs numbers are not reused while it lives).
+ */
+#define S_IFMT	 00170000
+#define S_IFSOCK 0140000
+
+static __always_inline int sock_syscall_exit(struct syscall_exit_ctx *ctx, bool tx, int flags_arg)
+{
+	struct pt_regs *regs;
+	struct socket *sock;
+	struct file *file;
+	struct sock *sk;
+	__u16 family;
+	__u64 ino;
+
+	if (ctx->ret <= 0)
+		return 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	/* the bytes of a peek stay queued: they are counted when really read */
+	if (flags_arg == 3 && BPF_CORE_READ(regs, dx) & MSG_PEEK)
+		return 0;
+	if (flags_arg == 4 && BPF_CORE_READ(regs, r10) & MSG_PEEK)
+		return 0;
+	file = fd_file(BPF_CORE_READ(regs, di));
+	if (!file || (BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT) != S_IFSOCK)
+		return 0;
+	sock = BPF_CORE_READ(file, private_data);
+	sk = BPF_CORE_READ(sock, sk);
+	if (!sk)
+		return 0;
+	ino = BPF_CORE_READ(file, f_inode, i_ino) | 1ull << 63;
+	family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family == AF_UNIX)
+		return unix_on ? count_unix(sk, ino, ctx->ret, tx) : 0;
+	if ((family == AF_INET || family == AF_INET6) &&
+	    BPF_CORE_READ(sk, sk_protocol) == IPPROTO_UDP)
+		return udp_on ? count_dgram(sk, ino, ctx->ret, tx) : 0;
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_sendto")
+int flow_exit_sendto(struct syscall_exit_ctx *ctx)
+{
+	return sock_syscall_exit(ctx, true, 0);
+}
+
+SEC("tracepoint/syscalls/sys_exit_sendmsg")
+int flow_exit_sendmsg(struct syscall_exit_ctx *ctx)
+{
+	return sock_syscall_exit(ctx, true, 0);
+}
+
+SEC("tracepoint/syscalls/sys_exit_recvfrom")
+int flow_exit_recvfrom(struct syscall_exit_ctx *ctx)
+{
+	return sock_syscall_exit(ctx, false, 4); /* recvfrom(fd, buf, len, flags, ...) */
+}
+
+SEC("tracepoint/syscalls/sys_exit_recvmsg")
+int flow_exit_recvmsg(struct syscall_exit_ctx *ctx)
+{
+	return sock_syscall_exit(ctx, false, 3); /* recvmsg(fd, msg, flags) */
 }
 
 /*

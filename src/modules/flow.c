@@ -1225,8 +1225,20 @@ static int flow_choose(struct plumb_module *m, struct flow_state *s, const struc
 		const char *tracepoint;
 		int nargs;
 	} bytes_tps[] = { { "sock_send_length", 3 }, { "sock_recv_length", 3 } };
+	const struct {
+		const char *tracepoint, *point;
+		struct bpf_program *prog;
+	} sock_syscalls[] = {
+		{ "sys_exit_sendto", "syscalls/sys_exit_sendto", s->skel->progs.flow_exit_sendto },
+		{ "sys_exit_sendmsg", "syscalls/sys_exit_sendmsg",
+		  s->skel->progs.flow_exit_sendmsg },
+		{ "sys_exit_recvfrom", "syscalls/sys_exit_recvfrom",
+		  s->skel->progs.flow_exit_recvfrom },
+		{ "sys_exit_recvmsg", "syscalls/sys_exit_recvmsg",
+		  s->skel->progs.flow_exit_recvmsg },
+	};
 	const char *off;
-	bool calls;
+	bool calls, syscalls;
 
 	for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
 		if (!kernel_has(required[i])) {
@@ -1264,36 +1276,48 @@ static int flow_choose(struct plumb_module *m, struct flow_state *s, const struc
 	default:
 		s->bytes = cfg->flow_bytes;
 	}
-	/* UDP and unix sockets have no counters of their own: bytes per call, where there are */
-	s->unix_on = calls && s->bytes != FLOW_BYTES_OFF;
+	/*
+	 * UDP and unix sockets have no counters of their own: bytes per call where the kernel
+	 * has sock_send_length/sock_recv_length, else from the exits of the send and receive
+	 * syscalls.
+	 */
+	syscalls = !calls && s->bytes != FLOW_BYTES_OFF && kernel_has(FEAT_SYSCALL_TRACEPOINTS) &&
+		   kernel_has(FEAT_TASK_PT_REGS);
+	for (size_t i = 0; i < sizeof(sock_syscalls) / sizeof(sock_syscalls[0]); i++)
+		syscalls = syscalls && tracepoint_exists("syscalls", sock_syscalls[i].tracepoint);
+	s->unix_on = (calls || syscalls) && s->bytes != FLOW_BYTES_OFF;
 	s->dgram_on = s->unix_on && kernel_has(FEAT_TASK_PT_REGS);
+	for (size_t i = 0; i < sizeof(sock_syscalls) / sizeof(sock_syscalls[0]); i++) {
+		bpf_program__set_autoload(sock_syscalls[i].prog, syscalls);
+		module_attach_note(m, sock_syscalls[i].point,
+				   bpf_program__name(sock_syscalls[i].prog), "%s",
+				   syscalls ? "chosen: UDP and unix bytes (no sock_send_length)" :
+				   s->bytes == FLOW_BYTES_OFF ? "off: --flow-bytes off" :
+				   calls ? "off: UDP and unix bytes from sock_send_length" :
+					   "off: tracepoint missing");
+	}
 	s->skel->rodata->tcp_calls = s->bytes == FLOW_BYTES_CALLS;
 	s->skel->rodata->udp_on = s->dgram_on;
 	s->skel->rodata->unix_on = s->unix_on;
-	bpf_program__set_autoload(s->skel->progs.flow_send, s->unix_on);
-	bpf_program__set_autoload(s->skel->progs.flow_recv, s->unix_on);
+	bpf_program__set_autoload(s->skel->progs.flow_send, calls && s->unix_on);
+	bpf_program__set_autoload(s->skel->progs.flow_recv, calls && s->unix_on);
 	bpf_program__set_autoload(s->skel->progs.flow_recvmsg4, s->dgram_on);
 	bpf_program__set_autoload(s->skel->progs.flow_recvmsg6, s->dgram_on);
 	s->skel->rodata->bytes_from_counters = s->bytes == FLOW_BYTES_COUNTERS;
 	off = s->bytes == FLOW_BYTES_OFF ? "off: --flow-bytes off" :
-					   "off: tracepoint missing (6.3+): TCP bytes from TCP's "
-					   "counters, no UDP or unix";
-	module_attach_note(m, "tp_btf/sock_send_length", "flow_send",
-			   s->bytes == FLOW_BYTES_CALLS ? "chosen" :
-			   s->unix_on ? "chosen: UDP and unix (TCP bytes from its counters)" :
-					off);
-	module_attach_note(m, "tp_btf/sock_recv_length", "flow_recv",
-			   s->bytes == FLOW_BYTES_CALLS ? "chosen" :
-			   s->unix_on ? "chosen: UDP and unix (TCP bytes from its counters)" :
-					off);
+	      !calls ? "off: tracepoint missing (6.3+): TCP bytes from TCP's counters" :
+		       "chosen: UDP and unix (TCP bytes from its counters)";
+	module_attach_note(m, "tp_btf/sock_send_length", "flow_send", "%s",
+			   s->bytes == FLOW_BYTES_CALLS ? "chosen" : off);
+	module_attach_note(m, "tp_btf/sock_recv_length", "flow_recv", "%s",
+			   s->bytes == FLOW_BYTES_CALLS ? "chosen" : off);
 	for (int v = 4; v <= 6; v += 2)
-		module_attach_note(m,
-				   v == 4 ? "cgroup/recvmsg4 (root cgroup)" :
-					    "cgroup/recvmsg6 (root cgroup)",
-				   v == 4 ? "flow_recvmsg4" : "flow_recvmsg6", "%s",
-				   s->dgram_on ? "chosen: the source of UDP datagrams received" :
-				   s->unix_on  ? "off: bpf_task_pt_regs missing: no UDP" :
-						 off);
+		module_attach_note(
+			m, v == 4 ? "cgroup/recvmsg4" : "cgroup/recvmsg6",
+			v == 4 ? "flow_recvmsg4" : "flow_recvmsg6", "%s",
+			s->dgram_on ? "chosen: on the root cgroup, the source of UDP datagrams" :
+			s->unix_on  ? "off: bpf_task_pt_regs missing: no UDP" :
+				      off);
 	if (!kernel_has(FEAT_SYSCALL_TRACEPOINTS) ||
 	    !tracepoint_exists("syscalls", "sys_exit_accept4") ||
 	    !tracepoint_exists("syscalls", "sys_exit_accept")) {
@@ -1315,7 +1339,12 @@ static int flow_choose(struct plumb_module *m, struct flow_state *s, const struc
 		 s->bytes == FLOW_BYTES_COUNTERS ? "from TCP's counters at close and on each read "
 						   "(live ones in the agent's network namespace)" :
 						   "off",
-		 s->dgram_on ? "per call" : "off", s->unix_on ? "per call" : "off");
+		 !s->dgram_on ? "off" :
+		 calls	      ? "per call" :
+				"from send*/recv* syscall exits",
+		 !s->unix_on ? "off" :
+		 calls	     ? "per call" :
+			       "from send*/recv* syscall exits");
 	return 0;
 }
 

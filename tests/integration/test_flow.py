@@ -322,6 +322,19 @@ def main():
             agent.stop()
             runner.run(f"flow ({mode}): a connection older than the agent",
                        test_older_than_agent, cleanup, mode)
+        # kernels without sock_send_length (before 6.3): UDP and unix from the syscalls' exits
+        os.environ["PLUMB_TEST_HIDE"] = "sock_send_length,sock_recv_length"
+        try:
+            agent = Agent(cleanup, "--modules", "flow", wait_for_module=False)
+        finally:
+            del os.environ["PLUMB_TEST_HIDE"]
+        settle(agent, lambda m: value(m, "plumb_module_up", module="flow") == 1)
+        assert "UDP from send*/recv* syscall exits" in agent.output(), agent.output()
+        runner.run("flow (no sock_send_length): UDP from syscall exits, exact", test_udp, agent,
+                   cleanup)
+        runner.run("flow (no sock_send_length): unix from syscall exits, exact", test_unix,
+                   agent, cleanup, tmpdir)
+        agent.stop()
         runner.run("flow: connections only", test_connections_only, cleanup)
         runner.run("flow: removed cgroup kept for the grace period", test_cgroup_grace, cleanup)
         runner.run("flow: a full map counts what it loses", test_full_map_counted, cleanup)
