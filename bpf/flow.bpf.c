@@ -154,6 +154,15 @@ static __always_inline void tcp_counts(const struct sock *sk, __u64 *tx, __u64 *
 	*rx = BPF_CORE_READ(tp, bytes_received) - done;
 }
 
+/* TCP's segment counts (every segment, data or not, retransmissions included) */
+static __always_inline void segs_update(struct flow_conn *c, const struct sock *sk)
+{
+	const struct tcp_sock *tp = (const struct tcp_sock *)sk;
+
+	c->segs_out = BPF_CORE_READ(tp, segs_out) - c->base_segs_out;
+	c->segs_in = BPF_CORE_READ(tp, segs_in) - c->base_segs_in;
+}
+
 /* counters mode: the connection's counts since it was first seen */
 static __always_inline void counts_update(struct flow_conn *c, const struct sock *sk)
 {
@@ -162,6 +171,7 @@ static __always_inline void counts_update(struct flow_conn *c, const struct sock
 	tcp_counts(sk, &tx, &rx);
 	c->tx = tx - c->base_tx;
 	c->rx = rx - c->base_rx;
+	segs_update(c, sk);
 }
 
 static __always_inline void count_lost(__u32 reason)
@@ -238,6 +248,8 @@ static __always_inline void conn_end(const struct sock *sk)
 		return;
 	if (c->established && bytes_from_counters)
 		counts_update(c, sk);
+	else if (c->established)
+		segs_update(c, sk);
 	if (c->established) {
 		e = bpf_ringbuf_reserve(&flow_events, sizeof(*e), 0);
 		if (e) {
@@ -260,8 +272,13 @@ int BPF_PROG(flow_state, const struct sock *sk, const int oldstate, const int ne
 	bool created;
 	__u64 cookie;
 
-	if (newstate != TCP_SYN_SENT && newstate != TCP_ESTABLISHED && newstate != TCP_CLOSE)
+	/* most changes matter not: leave before reading anything of the socket */
+	if (newstate == TCP_ESTABLISHED) {
+		if (oldstate != TCP_SYN_SENT && oldstate != TCP_SYN_RECV)
+			return 0;
+	} else if (newstate != TCP_SYN_SENT && (newstate != TCP_CLOSE || close_at_destroy)) {
 		return 0;
+	}
 	if (!is_tcp(sk) || !netns_observed(sk))
 		return 0;
 	cookie = bpf_get_socket_cookie((void *)sk);
@@ -275,8 +292,6 @@ int BPF_PROG(flow_state, const struct sock *sk, const int oldstate, const int ne
 		return 0;
 	}
 	if (newstate == TCP_ESTABLISHED) {
-		if (oldstate != TCP_SYN_SENT && oldstate != TCP_SYN_RECV)
-			return 0;
 		c = conn_get(cookie, &created);
 		if (c) {
 			c->role = oldstate == TCP_SYN_SENT ? FLOW_ROLE_CLIENT : FLOW_ROLE_SERVER;
@@ -729,6 +744,8 @@ int flow_discover(struct bpf_iter__tcp *ctx)
 	set_tuple(c, (struct sock *)tp);
 	if (bytes_from_counters)
 		tcp_counts((struct sock *)tp, &c->base_tx, &c->base_rx);
+	c->base_segs_out = tp->segs_out; /* counted from now on, like its bytes */
+	c->base_segs_in = tp->segs_in;
 	c->ino = BPF_CORE_READ((struct sock *)tp, sk_socket, file, f_inode, i_ino);
 	c->established = 1;
 	e.kind = FLOW_FOUND;

@@ -37,6 +37,9 @@ enum flow_lost_reason {
 struct flow_conn {
 	__u64 tx, rx; /* payload bytes sent and received since the agent attached */
 	__u64 base_tx, base_rx; /* counters mode: the socket's own counts when first seen */
+	__u32 segs_out, segs_in; /* TCP segments sent and received (counters: live; calls: at
+				  * close), since the agent saw the connection */
+	__u32 base_segs_out, base_segs_in; /* the socket's own when first seen (older ones) */
 	__u64 ino; /* socket inode, for connections older than the agent: user space finds the
 		    * owner in /proc/<pid>/fd */
 	__u64 cgroup_id; /* owner: the process that connected, or first sent or received */

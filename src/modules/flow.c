@@ -71,6 +71,7 @@ struct flow_agg_key {
 struct flow_agg {
 	struct flow_agg_key key;
 	uint64_t tx, rx, connections;
+	uint64_t segs_out, segs_in; /* TCP only */
 	char cgroup[256]; /* "" until resolved */
 	uint64_t first_seen_ms;
 	uint64_t gone_since_ms; /* when its cgroup was first seen removed; 0 while it exists */
@@ -122,6 +123,7 @@ struct flow_track {
 	uint64_t last_change_ms; /* UDP and unix: when its counts last moved */
 	struct flow_tuple tuple;
 	uint64_t tx_seen, rx_seen; /* what was already added to its aggregate */
+	uint32_t segs_out_seen, segs_in_seen;
 	uint64_t end_tx_seen, end_rx_seen; /* ... and to its graph end */
 	uint64_t read_gen; /* the map read that last saw it */
 	uint64_t first_ms, closed_ms;
@@ -457,6 +459,12 @@ static void track_apply(struct flow_state *s, struct flow_track *t, const struct
 		a->rx += c->rx - t->rx_seen;
 	t->tx_seen = c->tx;
 	t->rx_seen = c->rx;
+	if (c->segs_out >= t->segs_out_seen)
+		a->segs_out += c->segs_out - t->segs_out_seen;
+	if (c->segs_in >= t->segs_in_seen)
+		a->segs_in += c->segs_in - t->segs_in_seen;
+	t->segs_out_seen = c->segs_out;
+	t->segs_in_seen = c->segs_in;
 	if (!t->counted) {
 		a->connections++;
 		t->counted = true;
@@ -1042,6 +1050,17 @@ static int flow_collect(struct plumb_module *m, struct prom_writer *w)
 							 collect_rows[i].agg->tx));
 			}
 	}
+	prom_family(w, "plumb_flow_segments_total", PROM_COUNTER,
+		    "TCP segments sent (tx) and received (rx), every segment (data, pure ACKs, "
+		    "retransmissions); live with --flow-bytes counters, else at close.");
+	for (size_t i = 0; i < collect_n; i++)
+		for (int d = 0; d < 2 && collect_rows[i].agg->key.proto == FLOW_PROTO_TCP; d++) {
+			row_labels(&collect_rows[i], l);
+			l[7] = (struct prom_label){ "direction", d ? "rx" : "tx" };
+			prom_sample(w, l, 8,
+				    (double)(d ? collect_rows[i].agg->segs_in :
+						 collect_rows[i].agg->segs_out));
+		}
 	prom_family(w, "plumb_flow_connections_total", PROM_COUNTER,
 		    "Connections established (TCP), flows seen (UDP, per socket and "
 		    "peer) and sockets seen (unix), per owner, peer, server port and role.");
@@ -1318,9 +1337,22 @@ static int flow_choose(struct plumb_module *m, struct flow_state *s, const struc
 			s->dgram_on ? "chosen: on the root cgroup, the source of UDP datagrams" :
 			s->unix_on  ? "off: bpf_task_pt_regs missing: no UDP" :
 				      off);
-	if (!kernel_has(FEAT_SYSCALL_TRACEPOINTS) ||
-	    !tracepoint_exists("syscalls", "sys_exit_accept4") ||
-	    !tracepoint_exists("syscalls", "sys_exit_accept")) {
+	if (s->bytes == FLOW_BYTES_CALLS) {
+		/*
+		 * Counting per call, an accepted connection's owner is the first process to
+		 * send or receive on it, found at no extra cost; the accept tracepoints would
+		 * cost ~0.7 us per connection and put every syscall on the host on the tracing
+		 * slow path (bench/results/flow.md).
+		 */
+		bpf_program__set_autoload(s->skel->progs.flow_accept4, false);
+		bpf_program__set_autoload(s->skel->progs.flow_accept, false);
+		module_attach_note(m, "syscalls/sys_exit_accept4", "flow_accept4",
+				   "off: owners from the first send/recv");
+		module_attach_note(m, "syscalls/sys_exit_accept", "flow_accept",
+				   "off: owners from the first send/recv");
+	} else if (!kernel_has(FEAT_SYSCALL_TRACEPOINTS) ||
+		   !tracepoint_exists("syscalls", "sys_exit_accept4") ||
+		   !tracepoint_exists("syscalls", "sys_exit_accept")) {
 		/* owners of accepted connections then come from their first read or write */
 		bpf_program__set_autoload(s->skel->progs.flow_accept4, false);
 		bpf_program__set_autoload(s->skel->progs.flow_accept, false);

@@ -4,8 +4,10 @@ stays where it was started).
 
   flowwork.py CGDIR server HOST PORT REPLY      accept forever; read each connection to EOF,
                                                then send REPLY bytes and close
-  flowwork.py CGDIR client HOST PORT N SIZE     N connections: send SIZE bytes, half-close,
-                                               read the reply to EOF, close
+  flowwork.py CGDIR client HOST PORT N SIZE [tcpinfo]
+                                               N connections: send SIZE bytes, half-close,
+                                               read the reply to EOF, close; with tcpinfo,
+                                               print the segments TCP_INFO counted in all
   flowwork.py CGDIR hold HOST PORT              one connection driven by stdin lines:
                                                "send N", "close" (prints "done" after each)
   flowwork.py CGDIR udpserver HOST PORT REPLY   for each datagram received (recvfrom), send
@@ -98,13 +100,19 @@ def main():
             c.close()
     elif mode == "client":
         n, size = int(sys.argv[5]), int(sys.argv[6])
+        tcpinfo = len(sys.argv) > 7 and sys.argv[7] == "tcpinfo"
+        segs = [0, 0]
         for _ in range(n):
             c = connect(host, port)
             c.sendall(b"s" * size)
             c.shutdown(socket.SHUT_WR)
             drain(c)
+            if tcpinfo:  # final: the peer's FIN is in and acked, close() sends nothing more
+                info = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
+                segs[0] += int.from_bytes(info[136:140], "little")  # tcpi_segs_out
+                segs[1] += int.from_bytes(info[140:144], "little")  # tcpi_segs_in
             c.close()
-        print("done", flush=True)
+        print("done" + (f" {segs[0]} {segs[1]}" if tcpinfo else ""), flush=True)
     elif mode == "hold":
         c = connect(host, port)
         print("connected", flush=True)

@@ -174,6 +174,25 @@ def test_graph_pairs(agent, cleanup):
         assert procs[pid]["comm"] == "python3" and procs[pid]["cgroup"] == label, procs[pid]
 
 
+def test_segments(agent, cleanup):
+    """TCP segments per connection, as TCP_INFO counts them at the client once it is done."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/segs-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/segs-cli")
+    port = free_port()
+    server(cleanup, cgs, "127.0.0.1", port, 300000)
+    c = start(cleanup, cgc, "client", "127.0.0.1", port, 3, 2000000, "tcpinfo")
+    words = c.stdout.readline().split()
+    assert words[0] == "done", words
+    want = {"tx": int(words[1]), "rx": int(words[2])}
+
+    def seen(m):
+        return {d: value(m, "plumb_flow_segments_total", cgroup=cli, role="client",
+                         direction=d) for d in want}
+
+    m = settle(agent, lambda m: seen(m) == want, timeout=10)
+    assert seen(m) == want, f"segments: TCP_INFO says {want}, plumb {seen(m)}"
+
+
 def test_short_connections(agent, cleanup):
     """1,000 connections of well under a millisecond each: every one counted, bytes exact."""
     cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/short-srv")
@@ -314,6 +333,7 @@ def main():
                              ("TCP over IPv6 loopback", test_ipv6),
                              ("1,000 short connections", test_short_connections),
                              ("graph ends paired by process", test_graph_pairs),
+                             ("TCP segments as TCP_INFO counts them", test_segments),
                              ("UDP, unconnected sockets, exact", test_udp),
                              ("bytes of an open connection", test_live_bytes)):
                 runner.run(f"flow ({mode}): {name}", fn, agent, cleanup)
