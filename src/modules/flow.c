@@ -145,6 +145,8 @@ struct flow_listener {
 	uint16_t port;
 };
 
+struct flow_netns;
+
 struct flow_state {
 	const char *cgroup_root;
 	uint64_t last_owner_scan_ms;
@@ -169,6 +171,10 @@ struct flow_state {
 	struct flow_dgram_key dgram_keys[FLOW_BATCH];
 	struct flow_unix unix_values[FLOW_BATCH];
 	uint64_t in_dgram, in_unix;
+	struct flow_netns *netnses; /* counting from counters: namespaces walked per read */
+	size_t nnetns;
+	uint32_t own_netns;
+	uint64_t netns_full;
 };
 
 static int track_cmp(const void *a, const void *b)
@@ -567,6 +573,72 @@ static int flow_iterate(struct flow_state *s)
 	return netns_run(s->netns, flow_iterate_here, s);
 }
 
+/*
+ * Counting from TCP's counters, live connections in every network namespace: each namespace
+ * that has followed connections is entered (through /proc/<owner>/ns/net, kept open while it
+ * has connections) and walked by the iterator before each read. Bounded by FLOW_NETNS_MAX;
+ * namespaces left out show their connections' bytes at close (counted: netns_full).
+ */
+#define FLOW_NETNS_MAX	   1024
+#define FLOW_NETNS_IDLE_MS 60000
+
+struct flow_netns {
+	struct netns ns;
+	uint64_t last_used_ms;
+};
+
+static struct flow_netns *netns_find(struct flow_state *s, uint32_t ino)
+{
+	for (size_t i = 0; i < s->nnetns; i++)
+		if (s->netnses[i].ns.ino == ino)
+			return &s->netnses[i];
+	return NULL;
+}
+
+/* Notes that a followed connection lives in namespace ino, owned by pid. */
+static void netns_want(struct flow_state *s, uint32_t ino, uint32_t pid, uint64_t now)
+{
+	struct flow_netns *n = netns_find(s, ino);
+	char path[64], err[128];
+
+	if (n) {
+		n->last_used_ms = now;
+		return;
+	}
+	if (!ino || ino == s->own_netns || !pid)
+		return;
+	if (s->nnetns == FLOW_NETNS_MAX) {
+		s->netns_full++;
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%u/ns/net", pid);
+	n = &s->netnses[s->nnetns];
+	if (netns_open(path, &n->ns, err, sizeof(err)))
+		return; /* the owner is gone: another connection of that namespace may do */
+	if (n->ns.ino != ino) {
+		netns_close(&n->ns); /* the pid was reused by a process elsewhere */
+		return;
+	}
+	n->last_used_ms = now;
+	s->nnetns++;
+}
+
+static void flow_iterate_all(struct flow_state *s, uint64_t now)
+{
+	flow_iterate(s);
+	if (s->netns && s->netns->fd >= 0)
+		return; /* --netns: that one only */
+	for (size_t i = 0; i < s->nnetns;) {
+		if (now - s->netnses[i].last_used_ms >= FLOW_NETNS_IDLE_MS) {
+			netns_close(&s->netnses[i].ns);
+			s->netnses[i] = s->netnses[--s->nnetns];
+			continue;
+		}
+		netns_run(&s->netnses[i].ns, flow_iterate_here, s);
+		i++;
+	}
+}
+
 /* The owner of a process: its tgid, command name and cgroup id (its cgroup2 directory inode). */
 static bool process_owner(struct flow_state *s, uint32_t pid, struct flow_conn *c)
 {
@@ -688,6 +760,8 @@ static void sweep_visit(const void *node, VISIT which, int depth)
 	if (which != postorder && which != leaf)
 		return;
 	end_apply(sweep_state, t, sweep_now);
+	if (sweep_state->netnses && t->key.proto == FLOW_PROTO_TCP && !t->closed)
+		netns_want(sweep_state, t->conn.netns, t->conn.tgid, sweep_now);
 	if (t->closed)
 		stale = sweep_now - t->closed_ms >= FLOW_PAIR_HOLD_MS &&
 			(t->peer_decided || sweep_now - t->closed_ms >= 2 * FLOW_PAIR_HOLD_MS);
@@ -835,7 +909,7 @@ static void flow_read(struct flow_state *s)
 {
 	ring_buffer__consume(s->events);
 	if (s->bytes == FLOW_BYTES_COUNTERS)
-		flow_iterate(s);
+		flow_iterate_all(s, monotonic_ms());
 	s->read_gen++;
 	s->in_map = map_read(bpf_map__fd(s->skel->maps.flow_conns), s->keys, sizeof(s->keys[0]),
 			     s->values, sizeof(s->values[0]), read_tcp, s);
@@ -1212,6 +1286,8 @@ static void flow_health(struct plumb_module *m, struct module_health *h)
 	h->lost[h->nlost++].count = s->aggs_full;
 	h->lost[h->nlost].reason = "graph_ends_full";
 	h->lost[h->nlost++].count = s->ends_full;
+	h->lost[h->nlost].reason = "netns_full";
+	h->lost[h->nlost++].count = s->netns_full;
 	h->obj = s->skel->obj;
 }
 
@@ -1232,6 +1308,9 @@ static void flow_unload(struct plumb_module *m)
 	tdestroy(s->aggs, free);
 	tdestroy(s->ends, free);
 	tdestroy(s->tuples, free);
+	for (size_t i = 0; s->netnses && i < s->nnetns; i++)
+		netns_close(&s->netnses[i].ns);
+	free(s->netnses);
 	free(s);
 	m->priv = NULL;
 }
@@ -1368,8 +1447,7 @@ static int flow_choose(struct plumb_module *m, struct flow_state *s, const struc
 	snprintf(m->choice, sizeof(m->choice),
 		 "TCP connections from inet_sock_set_state; bytes %s; UDP %s; unix sockets %s",
 		 s->bytes == FLOW_BYTES_CALLS ? "per call from sock_send_length/sock_recv_length" :
-		 s->bytes == FLOW_BYTES_COUNTERS ? "from TCP's counters at close and on each read "
-						   "(live ones in the agent's network namespace)" :
+		 s->bytes == FLOW_BYTES_COUNTERS ? "from TCP's counters at close and on each read" :
 						   "off",
 		 !s->dgram_on ? "off" :
 		 calls	      ? "per call" :
@@ -1433,6 +1511,17 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 	err = flow_choose(m, s, cfg);
 	if (err)
 		goto out_unload;
+	if (s->bytes == FLOW_BYTES_COUNTERS && !(cfg->netns && cfg->netns->fd >= 0)) {
+		struct stat st;
+
+		s->netnses = calloc(FLOW_NETNS_MAX, sizeof(*s->netnses));
+		if (!s->netnses || stat("/proc/self/ns/net", &st)) {
+			err = -ENOMEM;
+			snprintf(m->error, sizeof(m->error), "out of memory");
+			goto out_unload;
+		}
+		s->own_netns = (uint32_t)st.st_ino;
+	}
 	err = flow_bpf__load(s->skel);
 	if (err) {
 		snprintf(m->error, sizeof(m->error), "cannot load BPF programs: %s",

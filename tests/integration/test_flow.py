@@ -15,7 +15,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (Agent, Cleanup, Runner, assert_within, free_port, make_cgroup,  # noqa: E402
+from lib import (Agent, Cleanup, Hosts, Runner, assert_within, free_port,  # noqa: E402
+                 make_cgroup,
                  remove_cgroup, require_root, select, settle, value)
 
 FLOWWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flowwork.py")
@@ -230,6 +231,34 @@ def test_live_bytes(agent, cleanup):
     check_pair(agent, cli, srv, port, 1, 300005, 999)
 
 
+def test_live_bytes_netns(agent, cleanup, hosts):
+    """The same inside another network namespace (loopback there): live bytes in both modes
+    (TCP's counters: the agent walks each namespace that has connections)."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/nslive-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/nslive-cli")
+    port = free_port()
+    procs = []
+    for cg, args in ((cgs, ("server", "127.0.0.1", port, 999)),
+                     (cgc, ("hold", "127.0.0.1", port))):
+        p = hosts.run(0, cg, sys.executable, FLOWWORK, "-", *map(str, args),
+                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        cleanup.add(stop, p)
+        procs.append(p)
+        expect_line(p, "listening" if args[0] == "server" else "connected")
+    hold = procs[1]
+    hold.stdin.write("send 300000\n")
+    hold.stdin.flush()
+    expect_line(hold, "done")
+    m = settle(agent, lambda m: flow(m, srv, "server", port, "rx") == 300000
+               and flow(m, cli, "client", port, "tx") == 300000, timeout=10)
+    assert flow(m, cli, "client", port, "tx") == 300000, "client tx while open"
+    assert flow(m, srv, "server", port, "rx") == 300000, "server rx while open"
+    hold.stdin.write("close\n")
+    hold.stdin.flush()
+    expect_line(hold, "done")
+    check_pair(agent, cli, srv, port, 1, 300000, 999)
+
+
 def test_older_than_agent(cleanup, mode):
     """A connection open before the agent starts is found and counted from then on; the
     accepting side is a server because its port was listening."""
@@ -321,6 +350,7 @@ def main():
     tmpdir = tempfile.mkdtemp(prefix="plumb-flow-")
     cleanup.add(shutil.rmtree, tmpdir)
     try:
+        hosts = Hosts(cleanup, 1)
         # auto: per call where the kernel has sock_send_length (6.3+), else TCP's counters;
         # counters: TCP's own counters on every kernel. Both must give the same exact numbers.
         for mode in ("auto", "counters"):
@@ -339,6 +369,8 @@ def main():
                 runner.run(f"flow ({mode}): {name}", fn, agent, cleanup)
             runner.run(f"flow ({mode}): unix stream sockets, exact", test_unix, agent, cleanup,
                        tmpdir)
+            runner.run(f"flow ({mode}): bytes of an open connection in another netns",
+                       test_live_bytes_netns, agent, cleanup, hosts)
             agent.stop()
             runner.run(f"flow ({mode}): a connection older than the agent",
                        test_older_than_agent, cleanup, mode)
