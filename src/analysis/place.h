@@ -52,7 +52,8 @@ struct place_problem {
 
 enum place_strategy {
 	PLACE_FROM_CURRENT = 1 << 0, /* the graph's own placement */
-	PLACE_FROM_METIS_KWAY = 1 << 1, /* METIS_PartGraphKway, parts mapped to hosts */
+	/* METIS_PartGraphKway, parts mapped to hosts; twice, two balance tolerances */
+	PLACE_FROM_METIS_KWAY = 1 << 1,
 	PLACE_FROM_METIS_RECURSIVE = 1 << 2, /* METIS_PartGraphRecursive, likewise */
 	PLACE_FROM_PACKING = 1 << 3, /* first fit decreasing, each vertex near its peers */
 	PLACE_FROM_ALL = 0xf,
