@@ -515,31 +515,31 @@ static char *read_file(const char *path, char *err, size_t errlen)
 	}
 	for (;;) {
 		size_t got = fread(buf + len, 1, cap - len - 1, f);
+		char *bigger;
 
 		len += got;
 		if (len < cap - 1)
 			break;
 		cap *= 2;
-		char *bigger = realloc(buf, cap);
-
+		bigger = realloc(buf, cap);
 		if (!bigger) {
 			snprintf(err, errlen, "out of memory");
-			goto out_free;
+			goto out_close;
 		}
 		buf = bigger;
 	}
 	if (ferror(f)) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		goto out_free;
+		goto out_close;
 	}
 	if (memchr(buf, '\0', len)) {
 		snprintf(err, errlen, "%s: not JSON: a NUL byte", path);
-		goto out_free;
+		goto out_close;
 	}
 	fclose(f);
 	buf[len] = '\0';
 	return buf;
-out_free:
+out_close:
 	fclose(f);
 	free(buf);
 	return NULL;
