@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdarg.h>
@@ -1145,6 +1146,65 @@ static void test_k8s_output(void **state)
 	place_problem_free(&p);
 }
 
+/* The command's exit status: 0 with a plan, 1 on bad input or no feasible placement. */
+static void test_view_exit_status(void **state)
+{
+	char *graph = temp_file(GOOD_GRAPH), *hosts = temp_file(GOOD_HOSTS);
+	char *tiny = temp_file("[{\"name\": \"A\", \"cpu\": 1}, {\"name\": \"B\", \"cpu\": 0.5}]");
+	char *bad = temp_file("{\"vertices\": [}");
+	struct {
+		const char *graph, *hosts, *pin;
+		enum place_format format;
+		int status;
+	} cases[] = {
+		{ graph, hosts, NULL, PLACE_FORMAT_TABLE, 0 },
+		{ graph, hosts, NULL, PLACE_FORMAT_JSON, 0 },
+		{ graph, hosts, "a", PLACE_FORMAT_K8S, 0 },
+		{ graph, hosts, "nothing", PLACE_FORMAT_TABLE, 1 },
+		{ "/nonexistent/graph.json", hosts, NULL, PLACE_FORMAT_TABLE, 1 },
+		{ bad, hosts, NULL, PLACE_FORMAT_TABLE, 1 },
+		{ graph, bad, NULL, PLACE_FORMAT_TABLE, 1 },
+		{ graph, tiny, NULL, PLACE_FORMAT_TABLE, 1 }, /* 2 cpu needed, 1.5 there */
+	};
+	int out, err, devnull = open("/dev/null", O_WRONLY);
+
+	(void)state;
+	assert_true(devnull >= 0);
+	fflush(stdout);
+	fflush(stderr);
+	out = dup(STDOUT_FILENO);
+	err = dup(STDERR_FILENO);
+	assert_true(out >= 0 && err >= 0);
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		struct place_options o = { .format = cases[i].format, .max_moves = NO_LIMIT };
+		int status;
+
+		snprintf(o.graph, sizeof(o.graph), "%s", cases[i].graph);
+		snprintf(o.hosts, sizeof(o.hosts), "%s", cases[i].hosts);
+		if (cases[i].pin) {
+			snprintf(o.pins[0], sizeof(o.pins[0]), "%s", cases[i].pin);
+			o.npins = 1;
+		}
+		dup2(devnull, STDOUT_FILENO);
+		dup2(devnull, STDERR_FILENO);
+		status = place_view_run(&o);
+		fflush(stdout);
+		fflush(stderr);
+		dup2(out, STDOUT_FILENO);
+		dup2(err, STDERR_FILENO);
+		if (status != cases[i].status)
+			fail_msg("case %zu: exit status %d, expected %d", i, status,
+				 cases[i].status);
+	}
+	close(out);
+	close(err);
+	close(devnull);
+	for (char **f = (char *[]){ graph, hosts, tiny, bad, NULL }; *f; f++) {
+		unlink(*f);
+		free(*f);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1162,6 +1222,7 @@ int main(void)
 		cmocka_unit_test(test_json_output),
 		cmocka_unit_test(test_table_output),
 		cmocka_unit_test(test_k8s_output),
+		cmocka_unit_test(test_view_exit_status),
 	};
 
 	log_level = LOG_WARN; /* place_solve's -v lines */
