@@ -39,6 +39,26 @@ struct io_options {
 	unsigned int io_latency_sample;
 };
 
+enum place_format {
+	PLACE_FORMAT_TABLE = 0,
+	PLACE_FORMAT_JSON,
+	PLACE_FORMAT_K8S,
+};
+
+#define PLACE_MAX_PINS	    16
+#define PLACE_DEFAULT_PEERS 3
+
+struct place_options {
+	char graph[4096]; /* GRAPH.json: plumb graph --format json */
+	char hosts[4096]; /* HOSTS.json */
+	enum place_format format;
+	long max_moves; /* < 0: no limit */
+	unsigned int peers; /* k8s: podAffinity terms per moved workload, its heaviest peers */
+	char pins[PLACE_MAX_PINS][256]; /* globs of vertex ids that stay where they are */
+	size_t npins;
+	int verbose;
+};
+
 enum cli_result {
 	CLI_OK = 0,
 	CLI_HELP = 1, /* --help: print usage to stdout, exit 0 */
@@ -51,5 +71,7 @@ int cli_parse_modules(const char *s, uint32_t *mask, char *err, size_t errlen);
 enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, char *err,
 				size_t errlen);
 enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *err, size_t errlen);
+enum cli_result cli_parse_place(int argc, char **argv, struct place_options *o, char *err,
+				size_t errlen);
 
 #endif
