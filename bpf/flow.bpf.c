@@ -322,8 +322,7 @@ static __always_inline int count_bytes(struct sock *sk, int ret, bool tx)
 	struct flow_conn *c;
 	__u64 cookie;
 
-	if (ret <= 0 || !is_tcp(sk))
-		return 0;
+	/* count_call() has checked ret, the family and the protocol */
 	cookie = bpf_get_socket_cookie(sk);
 	c = bpf_map_lookup_elem(&flow_conns, &cookie);
 	if (!c && netns_observed(sk))
