@@ -1,5 +1,5 @@
-# plumb — see README.md. Targets: all (default), run, test, test-kernels, bench, install, clean,
-# format.
+# plumb — see README.md. Targets: all (default), run, test, test-kernels, bench, bench-place,
+# install, clean, format.
 VERSION    ?= 0.1.0
 ARCH       := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
 BUILD      := build
@@ -24,8 +24,8 @@ LIB_SRCS := $(filter-out src/main.c,$(wildcard src/*.c src/*/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 
-.PHONY: all deps run test test-unit test-integration test-kernels bench install clean format \
-	check-root
+.PHONY: all deps run test test-unit test-integration test-kernels bench bench-place install clean \
+	format check-root
 
 all: $(BUILD)/plumb
 
@@ -88,9 +88,17 @@ $(BUILD)/floor.bpf.o: bench/floor.bpf.c | $(BUILD)
 $(BUILD)/hotpath: bench/hotpath.c $(BUILD)/io.skel.h $(BUILD)/floor.skel.h
 	$(CC) $(CFLAGS) $< -o $@ -lbpf -lelf -lz
 
+# bench/place.py's baseline (a genetic algorithm) and exhaustive search, on place.c's parser
+$(BUILD)/place_ga $(BUILD)/place_exact: $(BUILD)/%: bench/%.c $(BUILD)/libplumb.a
+	$(CC) $(CFLAGS) $< $(BUILD)/libplumb.a -o $@ $(LDLIBS)
+
 bench: deps
-	$(MAKE) all $(BUILD)/hotpath
+	$(MAKE) all $(BUILD)/hotpath $(BUILD)/place_ga $(BUILD)/place_exact
 	./bench/run-all.sh
+
+# plumb place against the GA: CPU only, no root, no BPF
+bench-place: all $(BUILD)/place_ga $(BUILD)/place_exact
+	python3 bench/place.py
 
 install: all
 	install -D -m 0755 $(BUILD)/plumb $(DESTDIR)$(PREFIX)/bin/plumb

@@ -6,3 +6,4 @@ python3 bench/hotpath.py
 python3 bench/overhead.py
 python3 bench/accuracy.py
 python3 bench/flow.py
+python3 bench/place.py

@@ -39,10 +39,22 @@ const volatile bool close_at_destroy = true;
  * iterator before each read of the map: bytes sent (less retransmissions) and received.
  */
 const volatile bool bytes_from_counters = false;
+/* --netns: the inode number of the only network namespace observed; 0: every one */
+const volatile __u32 netns_only = 0;
+/* TCP bytes per call (sock_send_length/sock_recv_length also carry UDP and unix sockets) */
+const volatile bool tcp_calls = true;
+const volatile bool udp_on = true;
+const volatile bool unix_on = true;
 
+#define AF_UNIX	    1
 #define AF_INET	    2
 #define AF_INET6    10
 #define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
+/* x86_64 syscall numbers whose arguments name a UDP datagram's destination */
+#define NR_sendto   44
+#define NR_sendmsg  46
+#define NR_sendmmsg 307
 #define SOCK_STREAM 1
 #define MSG_PEEK    2
 /* include/net/tcp_states.h */
@@ -65,6 +77,38 @@ struct {
 } flow_conns SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768); /* resized to --flow-capacity / 4 before load */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct flow_dgram_key);
+	__type(value, struct flow_conn);
+} flow_dgram SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 32768); /* resized to --flow-capacity / 4 before load */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u64);
+	__type(value, struct flow_unix);
+} flow_unix SEC(".maps");
+
+/* The source of the UDP datagram a thread is receiving, for sock_recv_length. */
+struct dgram_source {
+	__u64 tid;
+	__u8 addr[16];
+	__u16 port;
+	__u16 family;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct dgram_source);
+} dgram_sources SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 * 1024 * 1024); /* 128-byte events: >= 30,000 between two drains */
 } flow_events SEC(".maps");
@@ -77,6 +121,7 @@ struct {
 } flow_lost SEC(".maps");
 
 static const struct flow_conn zero_conn;
+static const struct flow_unix zero_unix;
 
 /*
  * The socket flags live in struct sock_common as skc_flags (sk_flags is a macro for it) on
@@ -109,6 +154,15 @@ static __always_inline void tcp_counts(const struct sock *sk, __u64 *tx, __u64 *
 	*rx = BPF_CORE_READ(tp, bytes_received) - done;
 }
 
+/* TCP's segment counts (every segment, data or not, retransmissions included) */
+static __always_inline void segs_update(struct flow_conn *c, const struct sock *sk)
+{
+	const struct tcp_sock *tp = (const struct tcp_sock *)sk;
+
+	c->segs_out = BPF_CORE_READ(tp, segs_out) - c->base_segs_out;
+	c->segs_in = BPF_CORE_READ(tp, segs_in) - c->base_segs_in;
+}
+
 /* counters mode: the connection's counts since it was first seen */
 static __always_inline void counts_update(struct flow_conn *c, const struct sock *sk)
 {
@@ -117,6 +171,7 @@ static __always_inline void counts_update(struct flow_conn *c, const struct sock
 	tcp_counts(sk, &tx, &rx);
 	c->tx = tx - c->base_tx;
 	c->rx = rx - c->base_rx;
+	segs_update(c, sk);
 }
 
 static __always_inline void count_lost(__u32 reason)
@@ -135,6 +190,12 @@ static __always_inline bool is_tcp(const struct sock *sk)
 	return BPF_CORE_READ(sk, sk_protocol) == IPPROTO_TCP &&
 	       BPF_CORE_READ(sk, sk_type) == SOCK_STREAM &&
 	       (family == AF_INET || family == AF_INET6);
+}
+
+/* Whether this socket's namespace is observed (one read, only when --netns is given). */
+static __always_inline bool netns_observed(const struct sock *sk)
+{
+	return !netns_only || BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum) == netns_only;
 }
 
 static __always_inline void set_owner(struct flow_conn *c)
@@ -187,6 +248,8 @@ static __always_inline void conn_end(const struct sock *sk)
 		return;
 	if (c->established && bytes_from_counters)
 		counts_update(c, sk);
+	else if (c->established)
+		segs_update(c, sk);
 	if (c->established) {
 		e = bpf_ringbuf_reserve(&flow_events, sizeof(*e), 0);
 		if (e) {
@@ -209,9 +272,14 @@ int BPF_PROG(flow_state, const struct sock *sk, const int oldstate, const int ne
 	bool created;
 	__u64 cookie;
 
-	if (newstate != TCP_SYN_SENT && newstate != TCP_ESTABLISHED && newstate != TCP_CLOSE)
+	/* most changes matter not: leave before reading anything of the socket */
+	if (newstate == TCP_ESTABLISHED) {
+		if (oldstate != TCP_SYN_SENT && oldstate != TCP_SYN_RECV)
+			return 0;
+	} else if (newstate != TCP_SYN_SENT && (newstate != TCP_CLOSE || close_at_destroy)) {
 		return 0;
-	if (!is_tcp(sk))
+	}
+	if (!is_tcp(sk) || !netns_observed(sk))
 		return 0;
 	cookie = bpf_get_socket_cookie((void *)sk);
 	if (newstate == TCP_SYN_SENT) {
@@ -224,8 +292,6 @@ int BPF_PROG(flow_state, const struct sock *sk, const int oldstate, const int ne
 		return 0;
 	}
 	if (newstate == TCP_ESTABLISHED) {
-		if (oldstate != TCP_SYN_SENT && oldstate != TCP_SYN_RECV)
-			return 0;
 		c = conn_get(cookie, &created);
 		if (c) {
 			c->role = oldstate == TCP_SYN_SENT ? FLOW_ROLE_CLIENT : FLOW_ROLE_SERVER;
@@ -252,12 +318,15 @@ int BPF_PROG(flow_destroy, struct sock *sk)
 
 static __always_inline int count_bytes(struct sock *sk, int ret, bool tx)
 {
+	bool created = false;
 	struct flow_conn *c;
-	bool created;
+	__u64 cookie;
 
-	if (ret <= 0 || !is_tcp(sk))
-		return 0;
-	c = conn_get(bpf_get_socket_cookie(sk), &created);
+	/* count_call() has checked ret, the family and the protocol */
+	cookie = bpf_get_socket_cookie(sk);
+	c = bpf_map_lookup_elem(&flow_conns, &cookie);
+	if (!c && netns_observed(sk))
+		c = conn_get(cookie, &created);
 	if (!c)
 		return 0;
 	if (created) {
@@ -274,10 +343,227 @@ static __always_inline int count_bytes(struct sock *sk, int ret, bool tx)
 	return 0;
 }
 
+/*
+ * The peer of a UDP datagram an unconnected socket sends: the destination the syscall names,
+ * from the caller's saved registers (sock_send_length runs inside sendto/sendmsg/sendmmsg).
+ * sendmmsg's messages each pass here; all are given the first message's destination.
+ */
+static __always_inline bool dgram_destination(struct flow_dgram_key *k)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	long nr = BPF_CORE_READ(regs, orig_ax);
+	struct user_msghdr *msg = NULL;
+	struct sockaddr_in6 sa = {};
+	void *uaddr = NULL;
+
+	if (nr == NR_sendto) {
+		uaddr = (void *)BPF_CORE_READ(regs, r8);
+	} else if (nr == NR_sendmsg || nr == NR_sendmmsg) {
+		/* struct mmsghdr starts with its struct user_msghdr */
+		msg = (struct user_msghdr *)BPF_CORE_READ(regs, si);
+		bpf_probe_read_user(&uaddr, sizeof(uaddr), &msg->msg_name);
+		if (nr == NR_sendmmsg && BPF_CORE_READ(regs, dx) > 1)
+			count_lost(FLOW_LOST_MMSG_PEER);
+	}
+	if (!uaddr || bpf_probe_read_user(&sa, sizeof(struct sockaddr_in), uaddr))
+		return false;
+	if (sa.sin6_family == AF_INET) {
+		__builtin_memcpy(k->raddr, &((struct sockaddr_in *)&sa)->sin_addr, 4);
+	} else if (sa.sin6_family == AF_INET6) {
+		if (bpf_probe_read_user(&sa, sizeof(sa), uaddr))
+			return false;
+		__builtin_memcpy(k->raddr, &sa.sin6_addr, 16);
+	} else {
+		return false;
+	}
+	k->family = sa.sin6_family;
+	k->rport = __builtin_bswap16(sa.sin6_port);
+	return true;
+}
+
+/*
+ * The source of a datagram a UDP socket receives: udp_recvmsg() runs the cgroup recvmsg hook
+ * with the address it is about to return to the application (only when the application asked
+ * for one: recvfrom/recvmsg with a name buffer), before sock_recv_length. Attached to the root
+ * cgroup, so every process passes; it always allows. Nothing runs for TCP or unix sockets.
+ */
+static __always_inline int keep_source(struct bpf_sock_addr *ctx, bool v6)
+{
+	struct dgram_source *src;
+	__u32 zero = 0;
+
+	src = bpf_map_lookup_elem(&dgram_sources, &zero);
+	if (!src)
+		return 1;
+	if (v6) {
+		__u32 a[4] = { ctx->user_ip6[0], ctx->user_ip6[1], ctx->user_ip6[2],
+			       ctx->user_ip6[3] };
+
+		__builtin_memcpy(src->addr, a, 16);
+		src->family = AF_INET6;
+	} else {
+		__u32 a = ctx->user_ip4;
+
+		__builtin_memset(src->addr, 0, 16);
+		__builtin_memcpy(src->addr, &a, 4);
+		src->family = AF_INET;
+	}
+	src->port = __builtin_bswap16((__u16)ctx->user_port);
+	src->tid = bpf_get_current_pid_tgid();
+	return 1;
+}
+
+SEC("cgroup/recvmsg4")
+int flow_recvmsg4(struct bpf_sock_addr *ctx)
+{
+	return keep_source(ctx, false);
+}
+
+SEC("cgroup/recvmsg6")
+int flow_recvmsg6(struct bpf_sock_addr *ctx)
+{
+	return keep_source(ctx, true);
+}
+
+/* One UDP call's bytes, to its (socket, peer) flow. */
+static __always_inline int count_dgram(struct sock *sk, __u64 key, int ret, bool tx)
+{
+	struct flow_dgram_key k = {};
+	struct flow_conn *c;
+	__u32 zero = 0;
+
+	k.cookie = key;
+	if (BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_ESTABLISHED) {
+		/* connected: the peer is the socket's own */
+		k.family = BPF_CORE_READ(sk, __sk_common.skc_family);
+		k.rport = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
+		if (k.family == AF_INET)
+			bpf_core_read(k.raddr, 4, &sk->__sk_common.skc_daddr);
+		else
+			bpf_core_read(k.raddr, 16, &sk->__sk_common.skc_v6_daddr);
+	} else if (tx) {
+		dgram_destination(&k);
+	} else {
+		struct dgram_source *src = bpf_map_lookup_elem(&dgram_sources, &zero);
+
+		if (src && src->tid == bpf_get_current_pid_tgid()) {
+			__builtin_memcpy(k.raddr, src->addr, 16);
+			k.rport = src->port;
+			k.family = src->family;
+			src->tid = 0;
+		}
+	}
+	c = bpf_map_lookup_elem(&flow_dgram, &k);
+	if (!c) {
+		struct flow_conn fresh = {};
+
+		if (!netns_observed(sk))
+			return 0;
+		set_owner(&fresh);
+		set_tuple(&fresh, sk);
+		fresh.family = k.family ? k.family : fresh.family;
+		__builtin_memcpy(fresh.raddr, k.raddr, 16);
+		fresh.rport = k.rport;
+		fresh.role = tx ? FLOW_ROLE_CLIENT : FLOW_ROLE_SERVER;
+		fresh.established = 1;
+		fresh.proto = FLOW_PROTO_UDP;
+		bpf_map_update_elem(&flow_dgram, &k, &fresh, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&flow_dgram, &k);
+		if (!c) {
+			count_lost(FLOW_LOST_DGRAM_FULL);
+			return 0;
+		}
+	}
+	if (tx)
+		__sync_fetch_and_add(&c->tx, ret);
+	else
+		__sync_fetch_and_add(&c->rx, ret);
+	return 0;
+}
+
+/* A unix socket's bound address, into u->path (abstract names start with a 0 byte). */
+static __always_inline void unix_path(struct flow_unix *u, struct unix_sock *us)
+{
+	struct unix_address *addr = BPF_CORE_READ(us, addr);
+	int len;
+
+	if (!addr)
+		return;
+	len = BPF_CORE_READ(addr, len) - (int)sizeof(__u16); /* less sun_family */
+	if (len <= 0)
+		return;
+	u->path_len = len < (int)sizeof(u->path) ? len : sizeof(u->path);
+	bpf_probe_read_kernel(u->path, sizeof(u->path), addr->name[0].sun_path);
+}
+
+/*
+ * One unix socket call's bytes, by socket. The peer process is the socket's SO_PEERCRED pid:
+ * for an accepted socket the process that connected, for a connecting one the process that
+ * listened. The server is the end with an address (an accepted socket shares its listener's).
+ */
+static __always_inline int count_unix(struct sock *sk, __u64 cookie, int ret, bool tx)
+{
+	struct flow_unix *u = bpf_map_lookup_elem(&flow_unix, &cookie);
+
+	if (!u) {
+		struct unix_sock *us = (struct unix_sock *)sk, *peer;
+
+		if (!netns_observed(sk))
+			return 0;
+		bpf_map_update_elem(&flow_unix, &cookie, &zero_unix, BPF_NOEXIST);
+		u = bpf_map_lookup_elem(&flow_unix, &cookie);
+		if (!u) {
+			count_lost(FLOW_LOST_UNIX_FULL);
+			return 0;
+		}
+		set_owner(&u->conn);
+		u->conn.family = AF_UNIX;
+		u->conn.proto = FLOW_PROTO_UNIX;
+		u->conn.established = 1;
+		u->conn.netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+		u->conn.ino = BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino);
+		u->conn.peer_tgid = BPF_CORE_READ(sk, sk_peer_pid, numbers[0].nr);
+		if (BPF_CORE_READ(us, addr)) {
+			u->conn.role = FLOW_ROLE_SERVER;
+			unix_path(u, us);
+		} else {
+			u->conn.role = FLOW_ROLE_CLIENT;
+			peer = (struct unix_sock *)BPF_CORE_READ(us, peer);
+			if (peer)
+				unix_path(u, peer);
+		}
+	}
+	if (tx)
+		__sync_fetch_and_add(&u->conn.tx, ret);
+	else
+		__sync_fetch_and_add(&u->conn.rx, ret);
+	return 0;
+}
+
+/* sock_sendmsg/sock_recvmsg, every protocol: TCP, UDP and unix go their own ways. */
+static __always_inline int count_call(struct sock *sk, int ret, bool tx)
+{
+	__u16 family, proto;
+
+	if (ret <= 0)
+		return 0;
+	family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family == AF_UNIX)
+		return unix_on ? count_unix(sk, bpf_get_socket_cookie(sk), ret, tx) : 0;
+	if (family != AF_INET && family != AF_INET6)
+		return 0;
+	proto = BPF_CORE_READ(sk, sk_protocol);
+	if (proto == IPPROTO_TCP)
+		return tcp_calls ? count_bytes(sk, ret, tx) : 0;
+	if (proto == IPPROTO_UDP)
+		return udp_on ? count_dgram(sk, bpf_get_socket_cookie(sk), ret, tx) : 0;
+	return 0;
+}
+
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(flow_send, struct sock *sk, int ret, int flags)
 {
-	return count_bytes(sk, ret, true);
+	return count_call(sk, ret, true);
 }
 
 SEC("tp_btf/sock_recv_length")
@@ -285,7 +571,7 @@ int BPF_PROG(flow_recv, struct sock *sk, int ret, int flags)
 {
 	if (flags & MSG_PEEK)
 		return 0; /* the bytes stay queued: they are counted when really read */
-	return count_bytes(sk, ret, false);
+	return count_call(sk, ret, false);
 }
 
 /* Layout of the syscalls/sys_exit_* tracepoints (their format files). */
@@ -302,20 +588,27 @@ struct syscall_exit_ctx {
  * ESTABLISHED (bpf_get_socket_cookie), so it is read from the socket here: syscall
  * tracepoint programs have no cookie helper.
  */
-static __always_inline int accept_exit(struct syscall_exit_ctx *ctx)
+/* The current task's open file fd, or NULL. */
+static __always_inline struct file *fd_file(long fd)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct fdtable *fdt = task->files->fdt;
 	struct file *file = NULL, **fds;
+
+	if (fd < 0 || fd >= fdt->max_fds)
+		return NULL;
+	fds = fdt->fd;
+	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
+	return file;
+}
+
+static __always_inline int accept_exit(struct syscall_exit_ctx *ctx)
+{
+	struct file *file = fd_file(ctx->ret);
 	struct socket *sock;
 	struct flow_conn *c;
 	__u64 cookie;
-	long fd = ctx->ret;
 
-	if (fd < 0 || fd >= fdt->max_fds)
-		return 0;
-	fds = fdt->fd;
-	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
 	if (!file)
 		return 0;
 	sock = BPF_CORE_READ(file, private_data);
@@ -338,6 +631,74 @@ SEC("tracepoint/syscalls/sys_exit_accept")
 int flow_accept(struct syscall_exit_ctx *ctx)
 {
 	return accept_exit(ctx);
+}
+
+/*
+ * Kernels without sock_send_length/sock_recv_length (before 6.3): UDP and unix bytes from the
+ * exits of the send and receive syscalls, fd from the saved registers. read()/write() on
+ * those sockets are not seen this way. Syscall tracepoint programs have no cookie helper and
+ * a socket's cookie is made only on demand, so these key sockets by their inode number
+ * (unique for the socket's life; sockfs numbers are not reused while it lives).
+ */
+#define S_IFMT	 00170000
+#define S_IFSOCK 0140000
+
+static __always_inline int sock_syscall_exit(struct syscall_exit_ctx *ctx, bool tx, int flags_arg)
+{
+	struct pt_regs *regs;
+	struct socket *sock;
+	struct file *file;
+	struct sock *sk;
+	__u16 family;
+	__u64 ino;
+
+	if (ctx->ret <= 0)
+		return 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	/* the bytes of a peek stay queued: they are counted when really read */
+	if (flags_arg == 3 && BPF_CORE_READ(regs, dx) & MSG_PEEK)
+		return 0;
+	if (flags_arg == 4 && BPF_CORE_READ(regs, r10) & MSG_PEEK)
+		return 0;
+	file = fd_file(BPF_CORE_READ(regs, di));
+	if (!file || (BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT) != S_IFSOCK)
+		return 0;
+	sock = BPF_CORE_READ(file, private_data);
+	sk = BPF_CORE_READ(sock, sk);
+	if (!sk)
+		return 0;
+	ino = BPF_CORE_READ(file, f_inode, i_ino) | 1ull << 63;
+	family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family == AF_UNIX)
+		return unix_on ? count_unix(sk, ino, ctx->ret, tx) : 0;
+	if ((family == AF_INET || family == AF_INET6) &&
+	    BPF_CORE_READ(sk, sk_protocol) == IPPROTO_UDP)
+		return udp_on ? count_dgram(sk, ino, ctx->ret, tx) : 0;
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit_sendto")
+int flow_exit_sendto(struct syscall_exit_ctx *ctx)
+{
+	return sock_syscall_exit(ctx, true, 0);
+}
+
+SEC("tracepoint/syscalls/sys_exit_sendmsg")
+int flow_exit_sendmsg(struct syscall_exit_ctx *ctx)
+{
+	return sock_syscall_exit(ctx, true, 0);
+}
+
+SEC("tracepoint/syscalls/sys_exit_recvfrom")
+int flow_exit_recvfrom(struct syscall_exit_ctx *ctx)
+{
+	return sock_syscall_exit(ctx, false, 4); /* recvfrom(fd, buf, len, flags, ...) */
+}
+
+SEC("tracepoint/syscalls/sys_exit_recvmsg")
+int flow_exit_recvmsg(struct syscall_exit_ctx *ctx)
+{
+	return sock_syscall_exit(ctx, false, 3); /* recvmsg(fd, msg, flags) */
 }
 
 /*
@@ -382,6 +743,8 @@ int flow_discover(struct bpf_iter__tcp *ctx)
 	set_tuple(c, (struct sock *)tp);
 	if (bytes_from_counters)
 		tcp_counts((struct sock *)tp, &c->base_tx, &c->base_rx);
+	c->base_segs_out = tp->segs_out; /* counted from now on, like its bytes */
+	c->base_segs_in = tp->segs_in;
 	c->ino = BPF_CORE_READ((struct sock *)tp, sk_socket, file, f_inode, i_ino);
 	c->established = 1;
 	e.kind = FLOW_FOUND;

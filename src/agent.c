@@ -26,8 +26,13 @@
 #include "export/http.h"
 #include "export/prom.h"
 #include "identity/cgroup.h"
+#include "identity/netns.h"
+#include <json-c/json.h>
 
-#define AGENT_TICK_MS 250
+#define AGENT_TICK_MS	    250
+#define AGENT_ADDRESSES_MAX 64
+/* the observed namespace's addresses are read again at most this often */
+#define AGENT_ADDRESSES_MS 5000
 
 static volatile sig_atomic_t exiting;
 
@@ -40,7 +45,85 @@ static void on_signal(int sig)
 struct agent {
 	pthread_mutex_t lock; /* modules' state: ticks and scrapes take turns */
 	uint32_t requested; /* bit i: plumb_modules[i] */
+	char host[256]; /* --host, the --netns name, or gethostname() */
+	struct netns netns;
+	char addrs[AGENT_ADDRESSES_MAX][INET6_ADDRSTRLEN];
+	int naddrs;
+	uint64_t addrs_ms; /* when they were read; 0: never */
 };
+
+/* The observed network namespace's addresses (docs/graph.md), read at most every 5 s. */
+static void agent_addresses(struct agent *a)
+{
+	int n;
+
+	if (a->addrs_ms && monotonic_ms() - a->addrs_ms < AGENT_ADDRESSES_MS)
+		return;
+	n = netns_addresses(&a->netns, a->addrs, AGENT_ADDRESSES_MAX);
+	a->naddrs = n < 0 ? 0 : n;
+	if (n < 0)
+		pr_warn("cannot read the addresses of the network namespace: %s\n", strerror(-n));
+	a->addrs_ms = monotonic_ms();
+}
+
+static void write_host_metrics(struct agent *a, struct prom_writer *w)
+{
+	struct prom_label l[2] = { { "host", a->host } };
+
+	agent_addresses(a);
+	prom_family(w, "plumb_host_info", PROM_GAUGE,
+		    "The name this agent reports its host by (--host, --netns or the host name).");
+	prom_sample(w, l, 1, 1);
+	prom_family(w, "plumb_host_address", PROM_GAUGE,
+		    "Addresses of the network namespace the agent observes, loopback left out.");
+	for (int i = 0; i < a->naddrs; i++) {
+		l[1] = (struct prom_label){ "addr", a->addrs[i] };
+		prom_sample(w, l, 2, 1);
+	}
+}
+
+/* GET /api/v1/graph: this host's ends of its connections (docs/graph.md, section 1). */
+static int agent_api(void *ctx, const char *url, char **body, size_t *len)
+{
+	struct agent *a = ctx;
+	struct plumb_module *flow = NULL;
+	struct json_object *doc, *addrs;
+	const char *text;
+	int err = 0;
+
+	if (strcmp(url, "/api/v1/graph"))
+		return -ENOENT;
+	for (size_t i = 0; i < plumb_module_count; i++)
+		if (plumb_modules[i]->graph && plumb_modules[i]->up)
+			flow = plumb_modules[i];
+	if (!flow)
+		return -ENODEV;
+	doc = json_object_new_object();
+	addrs = json_object_new_array();
+	if (!doc || !addrs) {
+		json_object_put(doc);
+		json_object_put(addrs);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&a->lock);
+	agent_addresses(a);
+	json_object_object_add(doc, "version", json_object_new_int(1));
+	json_object_object_add(doc, "host", json_object_new_string(a->host));
+	for (int i = 0; i < a->naddrs; i++)
+		json_object_array_add(addrs, json_object_new_string(a->addrs[i]));
+	json_object_object_add(doc, "addresses", addrs);
+	err = flow->graph(flow, doc);
+	pthread_mutex_unlock(&a->lock);
+	if (!err) {
+		text = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN);
+		*body = text ? strdup(text) : NULL;
+		*len = *body ? strlen(*body) : 0;
+		if (!*body)
+			err = -ENOMEM;
+	}
+	json_object_put(doc);
+	return err;
+}
 
 static int bpf_stats_enabled(void)
 {
@@ -160,6 +243,7 @@ static int agent_metrics(void *ctx, struct prom_writer *w)
 			pr_warn("%s: collect failed: %s\n", m->name, strerror(-w->err));
 	}
 	write_self_metrics(a, w);
+	write_host_metrics(a, w);
 	pthread_mutex_unlock(&a->lock);
 
 	prom_family(w, "plumb_scrape_duration_seconds", PROM_GAUGE,
@@ -259,6 +343,18 @@ int agent_run(const struct agent_options *o)
 	if (privileges_check("plumb agent") || tracefs_ensure() ||
 	    agent_config(&cfg, cgroup_root, sizeof(cgroup_root)))
 		return 1;
+	netns_all(&a.netns);
+	if (o->netns[0] && netns_open(o->netns, &a.netns, err, sizeof(err))) {
+		pr_warn("%s\n", err);
+		return 1;
+	}
+	cfg.netns = &a.netns;
+	if (o->host[0])
+		snprintf(a.host, sizeof(a.host), "%s", o->host);
+	else if (o->netns[0] && !strchr(o->netns, '/'))
+		snprintf(a.host, sizeof(a.host), "%s", o->netns);
+	else if (gethostname(a.host, sizeof(a.host) - 1))
+		snprintf(a.host, sizeof(a.host), "localhost");
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
@@ -267,6 +363,7 @@ int agent_run(const struct agent_options *o)
 		http = http_bind(o->addr, o->port, err, sizeof(err));
 		if (!http) {
 			pr_warn("%s\n", err);
+			netns_close(&a.netns);
 			return 1;
 		}
 	}
@@ -278,7 +375,7 @@ int agent_run(const struct agent_options *o)
 		return ret;
 	}
 
-	if (http_serve(http, agent_metrics, &a, err, sizeof(err))) {
+	if (http_serve(http, agent_metrics, agent_api, &a, err, sizeof(err))) {
 		pr_warn("%s\n", err);
 		http_stop(http);
 		unload_modules();

@@ -169,6 +169,11 @@ enum {
 	OPT_LATENCY_SAMPLE,
 	OPT_FLOW_CAPACITY,
 	OPT_FLOW_BYTES,
+	OPT_HOST,
+	OPT_NETNS,
+	OPT_MAX_MOVES,
+	OPT_PIN,
+	OPT_PEERS,
 	OPT_FROM,
 	OPT_PROMETHEUS,
 	OPT_WINDOW,
@@ -189,6 +194,8 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 		{ "io-latency-sample", required_argument, NULL, OPT_LATENCY_SAMPLE },
 		{ "flow-capacity", required_argument, NULL, OPT_FLOW_CAPACITY },
 		{ "flow-bytes", required_argument, NULL, OPT_FLOW_BYTES },
+		{ "host", required_argument, NULL, OPT_HOST },
+		{ "netns", required_argument, NULL, OPT_NETNS },
 		{ 0 },
 	};
 	unsigned int ms;
@@ -271,6 +278,26 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 			o->flow_bytes = (enum flow_bytes_mode)k;
 			break;
 		}
+		case OPT_HOST:
+			if (!*optarg || strlen(optarg) >= sizeof(o->host) ||
+			    strpbrk(optarg, "/ \t\n\"")) {
+				snprintf(
+					err, errlen,
+					"--host: '%s' is not a host name (1-63 characters, no '/', "
+					"quote or space)",
+					optarg);
+				return CLI_ERROR;
+			}
+			snprintf(o->host, sizeof(o->host), "%s", optarg);
+			break;
+		case OPT_NETNS:
+			if (!*optarg || strlen(optarg) >= sizeof(o->netns)) {
+				snprintf(err, errlen,
+					 "--netns: '%s' is not a namespace name or path", optarg);
+				return CLI_ERROR;
+			}
+			snprintf(o->netns, sizeof(o->netns), "%s", optarg);
+			break;
 		default:
 			return CLI_ERROR;
 		}
@@ -352,6 +379,110 @@ enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *
 	}
 	if (optind < argc) {
 		snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+		return CLI_ERROR;
+	}
+	return CLI_OK;
+}
+
+static int copy_path(char *dst, size_t len, const char *opt, const char *arg, char *err,
+		     size_t errlen)
+{
+	if (!*arg || strlen(arg) >= len) {
+		snprintf(err, errlen, "%s: '%.64s%s' is not a file name", opt, arg,
+			 strlen(arg) > 64 ? "..." : "");
+		return -EINVAL;
+	}
+	memcpy(dst, arg, strlen(arg) + 1);
+	return 0;
+}
+
+enum cli_result cli_parse_place(int argc, char **argv, struct place_options *o, char *err,
+				size_t errlen)
+{
+	static const struct option opts[] = {
+		{ "graph", required_argument, NULL, 'g' },
+		{ "hosts", required_argument, NULL, 'H' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "max-moves", required_argument, NULL, OPT_MAX_MOVES },
+		{ "pin", required_argument, NULL, OPT_PIN },
+		{ "peers", required_argument, NULL, OPT_PEERS },
+		{ 0 },
+	};
+	static const char *const formats[] = { "table", "json", "k8s" };
+	unsigned int n;
+	size_t k;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->format = PLACE_FORMAT_TABLE;
+	o->max_moves = -1;
+	o->peers = PLACE_DEFAULT_PEERS;
+	optind = 0;
+	opterr = 0;
+	while ((c = next_opt(argc, argv, opts, ":g:H:f:vh", err, errlen)) != -1) {
+		switch (c) {
+		case 'g':
+			if (copy_path(o->graph, sizeof(o->graph), "--graph", optarg, err, errlen))
+				return CLI_ERROR;
+			break;
+		case 'H':
+			if (copy_path(o->hosts, sizeof(o->hosts), "--hosts", optarg, err, errlen))
+				return CLI_ERROR;
+			break;
+		case 'f':
+			for (k = 0; k < 3 && strcmp(optarg, formats[k]); k++)
+				;
+			if (k == 3) {
+				snprintf(err, errlen, "--format: '%s' is not table, json or k8s",
+					 optarg);
+				return CLI_ERROR;
+			}
+			o->format = (enum place_format)k;
+			break;
+		case 'v':
+			o->verbose++;
+			break;
+		case 'h':
+			return CLI_HELP;
+		case OPT_MAX_MOVES:
+			if (parse_uint(optarg, 0, 1u << 30, &n)) {
+				snprintf(err, errlen, "--max-moves: '%s' is not a number in 0..%u",
+					 optarg, 1u << 30);
+				return CLI_ERROR;
+			}
+			o->max_moves = n;
+			break;
+		case OPT_PIN:
+			if (o->npins == PLACE_MAX_PINS) {
+				snprintf(err, errlen, "--pin: at most %d patterns", PLACE_MAX_PINS);
+				return CLI_ERROR;
+			}
+			if (!*optarg || strlen(optarg) >= sizeof(o->pins[0])) {
+				snprintf(err, errlen, "--pin: a pattern of 1 to %zu characters",
+					 sizeof(o->pins[0]) - 1);
+				return CLI_ERROR;
+			}
+			memcpy(o->pins[o->npins++], optarg, strlen(optarg) + 1);
+			break;
+		case OPT_PEERS:
+			if (parse_uint(optarg, 0, 16, &o->peers)) {
+				snprintf(err, errlen, "--peers: '%s' is not in 0..16", optarg);
+				return CLI_ERROR;
+			}
+			break;
+		default:
+			return CLI_ERROR;
+		}
+	}
+	if (optind < argc) {
+		snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+		return CLI_ERROR;
+	}
+	if (!*o->graph || !*o->hosts) {
+		snprintf(err, errlen, "%s is required",
+			 *o->graph ? "--hosts FILE" : "--graph FILE");
 		return CLI_ERROR;
 	}
 	return CLI_OK;

@@ -26,6 +26,8 @@ struct agent_options {
 	unsigned int io_latency_sample;
 	unsigned int flow_capacity;
 	enum flow_bytes_mode flow_bytes;
+	char host[64]; /* --host; "" = the --netns name, else gethostname() */
+	char netns[256]; /* --netns: a name under /run/netns, or a path; "" = every netns */
 };
 
 struct io_options {
@@ -36,6 +38,26 @@ struct io_options {
 	unsigned int io_capacity;
 	bool io_latency;
 	unsigned int io_latency_sample;
+};
+
+enum place_format {
+	PLACE_FORMAT_TABLE = 0,
+	PLACE_FORMAT_JSON,
+	PLACE_FORMAT_K8S,
+};
+
+#define PLACE_MAX_PINS	    16
+#define PLACE_DEFAULT_PEERS 3
+
+struct place_options {
+	char graph[4096]; /* GRAPH.json: plumb graph --format json */
+	char hosts[4096]; /* HOSTS.json */
+	enum place_format format;
+	long max_moves; /* < 0: no limit */
+	unsigned int peers; /* k8s: podAffinity terms per moved workload, its heaviest peers */
+	char pins[PLACE_MAX_PINS][256]; /* globs of vertex ids that stay where they are */
+	size_t npins;
+	int verbose;
 };
 
 /* plumb graph's sources: up to this many agents, each URL shorter than CLI_URL_MAX */
@@ -66,6 +88,9 @@ int cli_parse_modules(const char *s, uint32_t *mask, char *err, size_t errlen);
 enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, char *err,
 				size_t errlen);
 enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *err, size_t errlen);
+enum cli_result cli_parse_place(int argc, char **argv, struct place_options *o, char *err,
+				size_t errlen);
+
 /*
  * An http:// or https:// URL into out; when its path is empty or "/", default_path is
  * appended (NULL: trailing slashes dropped instead, for a base URL).
@@ -73,5 +98,4 @@ enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *
 int cli_parse_url(const char *s, const char *default_path, char *out, size_t outlen);
 enum cli_result cli_parse_graph(int argc, char **argv, struct graph_options *o, char *err,
 				size_t errlen);
-
 #endif

@@ -8,6 +8,7 @@
 #include "graph_cmd.h"
 #include "io_view.h"
 #include "log.h"
+#include "place_view.h"
 #include "plumb.h"
 
 struct cmd {
@@ -40,11 +41,18 @@ static void agent_usage(FILE *out)
 		"                           receive, 6.3+), counters (TCP's own, read at close\n"
 		"                           and on each scrape), off; default auto: calls where\n"
 		"                           the kernel can, else counters\n"
+		"      --netns NAME         observe only this network namespace (a name under\n"
+		"                           /run/netns, or a path such as /proc/PID/ns/net);\n"
+		"                           the HTTP server stays in the agent's own namespace\n"
+		"      --host NAME          the host name in plumb_host_info and /api/v1/graph\n"
+		"                           (default: the --netns name, else the host name)\n"
 		"  -v, --verbose            more log output (twice: libbpf's too)\n"
 		"  -h, --help               this help\n"
 		"\n"
 		"Examples:\n"
 		"  plumb agent\n"
+		"  plumb agent --netns pod1 --listen 127.0.0.1:9978\n"
+		"  curl -s localhost:9977/api/v1/graph\n"
 		"  plumb agent --listen 0.0.0.0:9977 --modules io\n"
 		"  curl -s localhost:9977/metrics | grep plumb_io_write_bytes_total\n",
 		PLUMB_DEFAULT_ADDR, PLUMB_DEFAULT_PORT, PLUMB_DEFAULT_LATENCY_SAMPLE);
@@ -74,6 +82,44 @@ static void io_usage(FILE *out)
 		"  plumb io --json --count 1 | jq '.rows[] | {workload, mount, "
 		"write_bytes_per_second}'\n",
 		PLUMB_DEFAULT_LATENCY_SAMPLE);
+}
+
+static void place_usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: plumb place --graph GRAPH.json --hosts HOSTS.json\n"
+		"                   [--format table|json|k8s] [--max-moves N] [--pin GLOB]...\n"
+		"                   [--peers N] [-v]\n"
+		"\n"
+		"Placement advice: which workloads to move to which hosts so that less traffic\n"
+		"crosses hosts, without exceeding any host's cpu or memory. The graph is what\n"
+		"'plumb graph --format json' writes; a vertex may add \"cpu\" (cores, default 1)\n"
+		"and \"memory_bytes\" (default 0). HOSTS.json is a list of hosts:\n"
+		"  [{\"name\": \"hostA\", \"cpu\": 8, \"memory_bytes\": 17179869184},\n"
+		"   {\"name\": \"hostB\", \"cpu\": 8}]     (no memory_bytes: no memory limit)\n"
+		"External vertices stay where they are. Needs no agent and no root.\n"
+		"\n"
+		"  -g, --graph FILE     the communication graph (docs/graph.md §4, §5)\n"
+		"  -H, --hosts FILE     the hosts and their capacities\n"
+		"  -f, --format FMT     table (default); json: the plan as one object; k8s: YAML\n"
+		"                       node and pod affinity for each moved workload\n"
+		"      --max-moves N    move at most N workloads (default: no limit)\n"
+		"      --pin GLOB       workloads whose vertex id matches GLOB stay (repeatable,\n"
+		"                       up to %d; e.g. 'db-*/*')\n"
+		"      --peers N        k8s: podAffinity terms for the N heaviest peers that end\n"
+		"                       up on the same host (default %d, 0 for none)\n"
+		"  -v, --verbose        what each start of the search gave, on stderr\n"
+		"  -h, --help           this help\n"
+		"\n"
+		"Exit status: 0 with a plan (maybe no moves), 1 on bad input or when no placement\n"
+		"fits the capacities, 2 on a usage error.\n"
+		"\n"
+		"Examples:\n"
+		"  plumb graph --format json > graph.json\n"
+		"  plumb place --graph graph.json --hosts hosts.json\n"
+		"  plumb place -g graph.json -H hosts.json --format json | jq '.moves[]'\n"
+		"  plumb place -g graph.json -H hosts.json --max-moves 3 --pin 'db*' -f k8s\n",
+		PLACE_MAX_PINS, PLACE_DEFAULT_PEERS);
 }
 
 static void graph_usage(FILE *out)
@@ -156,6 +202,24 @@ static int run_io(int argc, char **argv)
 	return io_view_run(&o);
 }
 
+static int run_place(int argc, char **argv)
+{
+	struct place_options o;
+	char err[256];
+
+	switch (cli_parse_place(argc, argv, &o, err, sizeof(err))) {
+	case CLI_HELP:
+		place_usage(stdout);
+		return 0;
+	case CLI_ERROR:
+		return usage_error("place", err, place_usage);
+	case CLI_OK:
+		break;
+	}
+	log_level = o.verbose ? LOG_DEBUG : LOG_WARN;
+	return place_view_run(&o);
+}
+
 static int run_graph(int argc, char **argv)
 {
 	static struct graph_options o; /* 64 KiB of URLs: not on the stack */
@@ -177,6 +241,8 @@ static const struct cmd cmds[] = {
 	{ "agent", "run the agent: Prometheus metrics for every module", run_agent, agent_usage },
 	{ "io", "live file I/O per workload and mount", run_io, io_usage },
 	{ "graph", "who talks to whom: the communication graph", run_graph, graph_usage },
+	{ "place", "placement advice: workloads to hosts, less cross-host traffic", run_place,
+	  place_usage },
 };
 
 static void usage(FILE *out)

@@ -14,10 +14,21 @@ const size_t plumb_module_count = sizeof(plumb_modules) / sizeof(plumb_modules[0
 
 void module_attach_settle(struct plumb_module *m, bool attached)
 {
-	for (size_t i = 0; i < m->nattach; i++)
-		if (!strcmp(m->attach[i].status, "chosen"))
+	char why[sizeof(m->attach[0].status)];
+
+	/* "chosen" or "chosen: why" */
+	for (size_t i = 0; i < m->nattach; i++) {
+		if (strncmp(m->attach[i].status, "chosen", 6) ||
+		    (m->attach[i].status[6] && m->attach[i].status[6] != ':'))
+			continue;
+		snprintf(why, sizeof(why), "%s", m->attach[i].status + 6);
+		if (!attached)
 			snprintf(m->attach[i].status, sizeof(m->attach[i].status), "%s",
-				 attached ? "attached" : "not attached: module failed");
+				 "not attached: module failed");
+		else
+			snprintf(m->attach[i].status, sizeof(m->attach[i].status), "attached%.*s",
+				 (int)sizeof(m->attach[i].status) - 9, why);
+	}
 }
 
 void module_attach_note(struct plumb_module *m, const char *point, const char *program,

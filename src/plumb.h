@@ -9,6 +9,8 @@
 
 struct prom_writer;
 struct bpf_object;
+struct json_object;
+struct netns;
 
 /* --flow-bytes: per call (sock_send_length/sock_recv_length), TCP's counters, or none. */
 enum flow_bytes_mode {
@@ -26,10 +28,11 @@ struct plumb_config {
 	unsigned int io_latency_sample; /* time one call in this many (a power of two) */
 	unsigned int flow_capacity; /* TCP connections the flow module follows at once */
 	enum flow_bytes_mode flow_bytes; /* where the flow module's byte counts come from */
+	const struct netns *netns; /* --netns: the one network namespace observed (flow) */
 };
 
-#define MODULE_MAX_MAPS	   4
-#define MODULE_MAX_REASONS 8
+#define MODULE_MAX_MAPS	   8
+#define MODULE_MAX_REASONS 12
 
 /* A module's own health, exported by the agent as plumb_* self-metrics. */
 struct module_health {
@@ -68,6 +71,8 @@ struct plumb_module {
 	/* write the module's metric families */
 	int (*collect)(struct plumb_module *m, struct prom_writer *w);
 	void (*health)(struct plumb_module *m, struct module_health *h);
+	/* optional: add the module's part of GET /api/v1/graph to doc (docs/graph.md) */
+	int (*graph)(struct plumb_module *m, struct json_object *doc);
 	void (*unload)(struct plumb_module *m);
 
 	void *priv;

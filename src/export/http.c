@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The agent's HTTP server: GET /metrics and GET /healthz on libmicrohttpd, one internal
- * polling thread, bounded connections, request memory and time per connection.
+ * The agent's HTTP server: GET /metrics, GET /healthz and GET /api/v1/... (JSON) on
+ * libmicrohttpd, one internal polling thread, bounded connections, request memory and time per connection.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -27,6 +27,7 @@ struct http_server {
 	struct MHD_Daemon *daemon;
 	int listen_fd;
 	http_metrics_fn metrics;
+	http_api_fn api;
 	void *ctx;
 };
 
@@ -55,6 +56,36 @@ static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned int stat
 	return reply(conn, status, "text/plain; charset=utf-8", text, strlen(text), 1);
 }
 
+static enum MHD_Result handle_api(struct http_server *srv, struct MHD_Connection *conn,
+				  const char *url)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	char *body = NULL;
+	size_t len = 0;
+	int err;
+
+	err = srv->api ? srv->api(srv->ctx, url, &body, &len) : -ENOENT;
+	if (err == -ENOENT)
+		return reply_text(conn, MHD_HTTP_NOT_FOUND, "not found: try /api/v1/graph\n");
+	if (err == -ENODEV)
+		return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
+				  "the module this needs is not running\n");
+	if (err) {
+		pr_warn("http: %s failed: %s\n", url, strerror(-err));
+		return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "failed\n");
+	}
+	resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	ret = MHD_queue_response(conn, MHD_HTTP_OK, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
 			      const char *method, const char *version, const char *upload_data,
 			      size_t *upload_size, void **con_cls)
@@ -75,10 +106,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 		*upload_size = 0; /* a body on GET is ignored; bounded by the memory limit */
 		return MHD_YES;
 	}
-	if (strcmp(url, "/metrics") && strcmp(url, "/healthz") && strcmp(url, "/"))
+	if (strcmp(url, "/metrics") && strcmp(url, "/healthz") && strcmp(url, "/") &&
+	    strncmp(url, "/api/v1/", 8))
 		return reply_text(conn, MHD_HTTP_NOT_FOUND, "not found: try /metrics\n");
 	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
 		return reply_text(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
+	if (!strncmp(url, "/api/v1/", 8))
+		return handle_api(srv, conn, url);
 	if (!strcmp(url, "/healthz"))
 		return reply_text(conn, MHD_HTTP_OK, "ok\n");
 	if (!strcmp(url, "/"))
@@ -148,10 +182,11 @@ struct http_server *http_bind(const char *addr, uint16_t port, char *err, size_t
 	return srv;
 }
 
-int http_serve(struct http_server *srv, http_metrics_fn metrics, void *ctx, char *err,
-	       size_t errlen)
+int http_serve(struct http_server *srv, http_metrics_fn metrics, http_api_fn api, void *ctx,
+	       char *err, size_t errlen)
 {
 	srv->metrics = metrics;
+	srv->api = api;
 	srv->ctx = ctx;
 	srv->daemon = MHD_start_daemon(
 		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, handle, srv,

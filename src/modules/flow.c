@@ -2,18 +2,24 @@
 /*
  * flow module, user space: loads bpf/flow.bpf.c, follows each TCP connection by its socket
  * cookie (live byte counts from the flow_conns map, final ones from close events), and adds
- * what each connection did since the last read into per-(owner, peer, port, role) counters.
+ * what each connection did since the last read into per-(owner, peer, port, role) counters
+ * for /metrics, and into per-process ends for /api/v1/graph (docs/graph.md): both ends of a
+ * connection on this host are paired by the reversed 4-tuple, so a local edge names both
+ * processes exactly.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <search.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <bpf/bpf.h>
+#include <json-c/json.h>
 #include <bpf/libbpf.h>
 
 #include "clock.h"
@@ -23,6 +29,7 @@
 #include "probe.h"
 #include "export/prom.h"
 #include "identity/cgroup.h"
+#include "identity/netns.h"
 #include "identity/workload.h"
 #include <linux/types.h>
 #include "flow.h"
@@ -32,6 +39,18 @@
 #define FLOW_UNRESOLVED_HOLD_MS 5000
 #define FLOW_LISTENERS_MAX	4096
 #define FLOW_BATCH		1024
+/*
+ * A connection waits this long for the other end (same host) before its graph end is written
+ * without a peer process; a closed one stays findable this long for a late other end.
+ */
+#define FLOW_PAIR_WAIT_MS 1000
+#define FLOW_PAIR_HOLD_MS 2000
+/*
+ * UDP flows and unix sockets have no close the agent sees: one whose counts have not moved for
+ * this long is taken out of the kernel map (its last counts read as it goes) and forgotten;
+ * if it moves again it starts anew, as one more flow.
+ */
+#define FLOW_IDLE_MS 60000
 
 static const char *const flow_role_names[] = { "unknown", "client", "server" };
 
@@ -44,24 +63,81 @@ struct flow_agg_key {
 	uint16_t peer_port; /* the server's port: the remote one for a client, the local one for
 			     * a server, so that ephemeral ports never become labels */
 	uint8_t role;
-	uint8_t pad[3];
+	uint8_t proto; /* enum flow_proto */
+	uint8_t pad[2];
+	char path[80]; /* unix: the server's address, as unix_peer_string() writes it */
 };
 
 struct flow_agg {
 	struct flow_agg_key key;
 	uint64_t tx, rx, connections;
+	uint64_t segs_out, segs_in; /* TCP only */
 	char cgroup[256]; /* "" until resolved */
 	uint64_t first_seen_ms;
 	uint64_t gone_since_ms; /* when its cgroup was first seen removed; 0 while it exists */
 };
 
-/* A connection the agent follows, by socket cookie. */
-struct flow_track {
+/* A process's end of its connections for the graph: per peer, server port and peer process. */
+struct flow_end_key {
+	uint32_t tgid;
+	uint32_t peer_tgid; /* the other end's process when both are on this host, else 0 */
+	uint8_t laddr[16], raddr[16]; /* IPv6, or IPv4-mapped */
+	uint16_t port; /* the server's port */
+	uint8_t role;
+	uint8_t proto; /* enum flow_proto */
+	char path[80]; /* unix: the server's address, as unix_peer_string() writes it */
+};
+
+struct flow_end {
+	struct flow_end_key key;
+	uint64_t tx, rx, connections;
+	uint64_t cgroup_id;
+	char comm[16];
+	char exe[256]; /* read when the end is made; "" if the process was gone */
+	char cgroup[256]; /* its path once resolved, kept after the cgroup is removed */
+	uint64_t gone_since_ms; /* when its process was first seen gone; 0 while it runs */
+};
+
+/* A connection's addresses and ports in one form (IPv4 as IPv4-mapped IPv6). */
+struct flow_tuple {
+	uint8_t laddr[16], raddr[16];
+	uint16_t lport, rport;
+	uint32_t netns; /* loopback connections only: the same addresses mean nothing across */
+	uint32_t proto;
+};
+
+/* What a followed connection is known by: its socket, and for UDP the peer too. */
+struct flow_track_key {
 	uint64_t cookie;
+	uint8_t raddr[16]; /* UDP only */
+	uint16_t rport, family; /* UDP only */
+	uint8_t proto; /* enum flow_proto */
+	uint8_t pad[3];
+};
+
+/* A connection the agent follows: a TCP connection, a UDP (socket, peer) flow, a unix socket. */
+struct flow_track {
+	struct flow_track_key key;
 	struct flow_conn conn;
+	char path[80]; /* unix: the server's address, as unix_peer_string() writes it */
+	uint64_t last_change_ms; /* UDP and unix: when its counts last moved */
+	struct flow_tuple tuple;
 	uint64_t tx_seen, rx_seen; /* what was already added to its aggregate */
+	uint32_t segs_out_seen, segs_in_seen;
+	uint64_t end_tx_seen, end_rx_seen; /* ... and to its graph end */
 	uint64_t read_gen; /* the map read that last saw it */
+	uint64_t first_ms, closed_ms;
+	uint32_t peer_tgid;
 	bool counted; /* added to its aggregate's connections */
+	bool end_counted; /* ... and to its graph end's */
+	bool peer_decided; /* peer_tgid is final (0: not on this host, or not seen in time) */
+	bool closed; /* its close event came: kept FLOW_PAIR_HOLD_MS for the other end */
+	bool indexed; /* the tuple index points at it */
+};
+
+struct flow_tuple_entry {
+	struct flow_tuple tuple;
+	struct flow_track *track; /* the newest connection with this tuple */
 };
 
 struct flow_listener {
@@ -69,32 +145,42 @@ struct flow_listener {
 	uint16_t port;
 };
 
+struct flow_netns;
+
 struct flow_state {
 	const char *cgroup_root;
 	uint64_t last_owner_scan_ms;
 	struct flow_bpf *skel;
 	struct ring_buffer *events;
 	struct cgroup_cache *cgroups;
-	void *tracks, *aggs; /* tsearch trees */
-	size_t ntracks, naggs, track_capacity, agg_capacity;
+	void *tracks, *aggs, *ends, *tuples; /* tsearch trees */
+	size_t ntracks, naggs, nends, track_capacity, agg_capacity;
+	const struct netns *netns;
 	struct flow_listener listeners[FLOW_LISTENERS_MAX];
 	size_t nlisteners;
 	enum flow_bytes_mode bytes; /* CALLS, COUNTERS or OFF once chosen */
+	bool dgram_on, unix_on; /* UDP flows and unix sockets followed */
 	struct bpf_link
 		*iter; /* flow_discover, run at load and, counting from counters, per read */
 	uint64_t read_gen, in_map;
 	unsigned int grace_s;
 	uint64_t last_expiry_ms;
-	uint64_t tracks_full, aggs_full, found_at_start;
+	uint64_t tracks_full, aggs_full, ends_full, found_at_start;
 	__u64 keys[FLOW_BATCH];
 	struct flow_conn values[FLOW_BATCH];
+	struct flow_dgram_key dgram_keys[FLOW_BATCH];
+	struct flow_unix unix_values[FLOW_BATCH];
+	uint64_t in_dgram, in_unix;
+	struct flow_netns *netnses; /* counting from counters: namespaces walked per read */
+	size_t nnetns;
+	uint32_t own_netns;
+	uint64_t netns_full;
 };
 
 static int track_cmp(const void *a, const void *b)
 {
-	const struct flow_track *x = a, *y = b;
-
-	return x->cookie < y->cookie ? -1 : x->cookie > y->cookie;
+	return memcmp(&((const struct flow_track *)a)->key, &((const struct flow_track *)b)->key,
+		      sizeof(struct flow_track_key));
 }
 
 static int agg_cmp(const void *a, const void *b)
@@ -111,6 +197,17 @@ static bool is_listener(const struct flow_state *s, uint32_t netns, uint16_t por
 	return false;
 }
 
+/* The connection's role and server port (older than the agent: a server if it listens). */
+static uint8_t conn_role(const struct flow_state *s, const struct flow_conn *c, uint16_t *port)
+{
+	uint8_t role = c->role;
+
+	if (role == FLOW_ROLE_UNKNOWN)
+		role = is_listener(s, c->netns, c->lport) ? FLOW_ROLE_SERVER : FLOW_ROLE_CLIENT;
+	*port = role == FLOW_ROLE_SERVER ? c->lport : c->rport;
+	return role;
+}
+
 static struct flow_agg *agg_for(struct flow_state *s, const struct flow_track *t)
 {
 	struct flow_agg probe = { 0 }, *a, **found;
@@ -120,12 +217,12 @@ static struct flow_agg *agg_for(struct flow_state *s, const struct flow_track *t
 	memcpy(probe.key.comm, c->comm, sizeof(probe.key.comm));
 	probe.key.family = c->family;
 	memcpy(probe.key.peer, c->raddr, sizeof(probe.key.peer));
-	probe.key.role = c->role;
-	if (probe.key.role == FLOW_ROLE_UNKNOWN)
-		/* older than the agent: a server when its local port is listening */
-		probe.key.role =
-			is_listener(s, c->netns, c->lport) ? FLOW_ROLE_SERVER : FLOW_ROLE_CLIENT;
-	probe.key.peer_port = probe.key.role == FLOW_ROLE_SERVER ? c->lport : c->rport;
+	probe.key.role = conn_role(s, c, &probe.key.peer_port);
+	probe.key.proto = c->proto;
+	if (c->proto == FLOW_PROTO_UNIX) {
+		probe.key.peer_port = 0;
+		memcpy(probe.key.path, t->path, sizeof(probe.key.path));
+	}
 	found = tfind(&probe, &s->aggs, agg_cmp);
 	if (found)
 		return *found;
@@ -146,6 +243,199 @@ static struct flow_agg *agg_for(struct flow_state *s, const struct flow_track *t
 	return a;
 }
 
+static void addr_v6(uint16_t family, const uint8_t *in, uint8_t *out)
+{
+	if (family == AF_INET) {
+		memset(out, 0, 10);
+		out[10] = out[11] = 0xff;
+		memcpy(out + 12, in, 4);
+	} else {
+		memcpy(out, in, 16);
+	}
+}
+
+static bool addr_is_loopback(const uint8_t *a)
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const uint8_t v6loop[16] = { [15] = 1 };
+
+	return !memcmp(a, v6loop, 16) || (!memcmp(a, v4mapped, 12) && a[12] == 127);
+}
+
+static void tuple_of(const struct flow_conn *c, struct flow_tuple *t)
+{
+	memset(t, 0, sizeof(*t));
+	addr_v6(c->family, c->laddr, t->laddr);
+	addr_v6(c->family, c->raddr, t->raddr);
+	t->lport = c->lport;
+	t->rport = c->rport;
+	t->proto = c->proto;
+	if (addr_is_loopback(t->raddr))
+		t->netns = c->netns;
+}
+
+static int tuple_cmp(const void *a, const void *b)
+{
+	return memcmp(&((const struct flow_tuple_entry *)a)->tuple,
+		      &((const struct flow_tuple_entry *)b)->tuple, sizeof(struct flow_tuple));
+}
+
+/* Makes t the connection its tuple names (the newest one, if a tuple was reused). */
+static void tuple_index(struct flow_state *s, struct flow_track *t)
+{
+	struct flow_tuple_entry *e = malloc(sizeof(*e)), **found;
+
+	if (!e)
+		return;
+	e->tuple = t->tuple;
+	e->track = t;
+	found = tsearch(e, &s->tuples, tuple_cmp);
+	if (!found) {
+		free(e);
+		return;
+	}
+	if (*found != e) {
+		(*found)->track->indexed = false;
+		(*found)->track = t;
+		free(e);
+	}
+	t->indexed = true;
+}
+
+static void tuple_unindex(struct flow_state *s, struct flow_track *t)
+{
+	struct flow_tuple_entry probe = { .tuple = t->tuple }, **found, *e;
+
+	if (!t->indexed)
+		return;
+	found = tfind(&probe, &s->tuples, tuple_cmp);
+	if (found && (*found)->track == t) {
+		e = *found;
+		tdelete(e, &s->tuples, tuple_cmp);
+		free(e);
+	}
+	t->indexed = false;
+}
+
+/* The connection at the other end of t on this host, if the agent follows it. */
+static struct flow_track *tuple_peer(struct flow_state *s, const struct flow_track *t)
+{
+	struct flow_tuple_entry probe, **found;
+
+	memset(&probe, 0, sizeof(probe));
+	memcpy(probe.tuple.laddr, t->tuple.raddr, 16);
+	memcpy(probe.tuple.raddr, t->tuple.laddr, 16);
+	probe.tuple.lport = t->tuple.rport;
+	probe.tuple.rport = t->tuple.lport;
+	probe.tuple.netns = t->tuple.netns;
+	probe.tuple.proto = t->tuple.proto;
+	found = tfind(&probe, &s->tuples, tuple_cmp);
+	if (!found && t->conn.proto == FLOW_PROTO_UDP) {
+		/* a UDP server bound to the any address: 0.0.0.0 (IPv4-mapped) or :: */
+		memset(probe.tuple.laddr, 0, 16);
+		found = tfind(&probe, &s->tuples, tuple_cmp);
+		if (!found) {
+			probe.tuple.laddr[10] = probe.tuple.laddr[11] = 0xff;
+			found = tfind(&probe, &s->tuples, tuple_cmp);
+		}
+	}
+	return found && (*found)->track != t ? (*found)->track : NULL;
+}
+
+static int end_cmp(const void *a, const void *b)
+{
+	return memcmp(&((const struct flow_end *)a)->key, &((const struct flow_end *)b)->key,
+		      sizeof(struct flow_end_key));
+}
+
+static struct flow_end *end_for(struct flow_state *s, const struct flow_track *t)
+{
+	struct flow_end probe, *e, **found;
+	char path[64];
+	ssize_t n;
+
+	memset(&probe, 0, sizeof(probe));
+	probe.key.tgid = t->conn.tgid;
+	probe.key.peer_tgid = t->peer_tgid;
+	memcpy(probe.key.laddr, t->tuple.laddr, 16);
+	memcpy(probe.key.raddr, t->tuple.raddr, 16);
+	probe.key.role = conn_role(s, &t->conn, &probe.key.port);
+	probe.key.proto = t->conn.proto;
+	if (t->conn.proto == FLOW_PROTO_UNIX) {
+		probe.key.port = 0;
+		memcpy(probe.key.path, t->path, sizeof(probe.key.path));
+	}
+	found = tfind(&probe, &s->ends, end_cmp);
+	if (found)
+		return *found;
+	if (s->nends >= s->agg_capacity) {
+		s->ends_full++;
+		return NULL;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return NULL;
+	e->key = probe.key;
+	e->cgroup_id = t->conn.cgroup_id;
+	memcpy(e->comm, t->conn.comm, sizeof(e->comm));
+	snprintf(path, sizeof(path), "/proc/%u/exe", e->key.tgid);
+	n = e->key.tgid ? readlink(path, e->exe, sizeof(e->exe) - 1) : -1;
+	e->exe[n > 0 ? n : 0] = '\0';
+	if (!tsearch(e, &s->ends, end_cmp)) {
+		free(e);
+		return NULL;
+	}
+	s->nends++;
+	return e;
+}
+
+/*
+ * Adds what the connection did since last time to its process's graph end. First its peer:
+ * the connection with the reversed tuple, when the agent follows it and its owner is known;
+ * both ends are decided together, so that the two ends of a pair name each other or neither.
+ * A connection whose peer is not found within FLOW_PAIR_WAIT_MS is a remote one (or its peer
+ * came too late): its end is joined by address (docs/graph.md section 3).
+ */
+static void end_apply(struct flow_state *s, struct flow_track *t, uint64_t now)
+{
+	struct flow_end *e;
+
+	if (!t->conn.established || (!t->conn.tgid && !t->closed))
+		return;
+	if (t->conn.proto == FLOW_PROTO_UNIX) {
+		/* the kernel names the peer process itself (SO_PEERCRED) */
+		t->peer_tgid = t->conn.peer_tgid;
+		t->peer_decided = true;
+	}
+	if (!t->peer_decided) {
+		struct flow_track *r = tuple_peer(s, t);
+
+		if (r && r->conn.established && (r->conn.tgid || r->closed) &&
+		    (!r->peer_decided || r->peer_tgid == t->conn.tgid)) {
+			t->peer_tgid = r->conn.tgid;
+			r->peer_tgid = t->conn.tgid;
+			t->peer_decided = r->peer_decided = true;
+		} else if (now - t->first_ms < FLOW_PAIR_WAIT_MS) {
+			return;
+		} else {
+			t->peer_decided = true;
+		}
+	}
+	e = end_for(s, t);
+	if (!e)
+		return;
+	if (t->conn.tx >= t->end_tx_seen)
+		e->tx += t->conn.tx - t->end_tx_seen;
+	if (t->conn.rx >= t->end_rx_seen)
+		e->rx += t->conn.rx - t->end_rx_seen;
+	t->end_tx_seen = t->conn.tx;
+	t->end_rx_seen = t->conn.rx;
+	if (!t->end_counted) {
+		e->connections++;
+		t->end_counted = true;
+	}
+}
+
 /* Adds what the connection did since it was last seen; counts it once its owner is known. */
 static void track_apply(struct flow_state *s, struct flow_track *t, const struct flow_conn *c,
 			bool closed)
@@ -160,6 +450,10 @@ static void track_apply(struct flow_state *s, struct flow_track *t, const struct
 	}
 	if (!t->conn.role)
 		t->conn.role = c->role;
+	if (c->tx != t->conn.tx || c->rx != t->conn.rx)
+		t->last_change_ms = monotonic_ms();
+	t->conn.tx = c->tx; /* the counts so far, for end_apply */
+	t->conn.rx = c->rx;
 	if (!t->conn.tgid && !closed)
 		return; /* an accepted connection nobody has read or written yet */
 	a = agg_for(s, t);
@@ -171,16 +465,22 @@ static void track_apply(struct flow_state *s, struct flow_track *t, const struct
 		a->rx += c->rx - t->rx_seen;
 	t->tx_seen = c->tx;
 	t->rx_seen = c->rx;
+	if (c->segs_out >= t->segs_out_seen)
+		a->segs_out += c->segs_out - t->segs_out_seen;
+	if (c->segs_in >= t->segs_in_seen)
+		a->segs_in += c->segs_in - t->segs_in_seen;
+	t->segs_out_seen = c->segs_out;
+	t->segs_in_seen = c->segs_in;
 	if (!t->counted) {
 		a->connections++;
 		t->counted = true;
 	}
 }
 
-static struct flow_track *track_get(struct flow_state *s, uint64_t cookie,
+static struct flow_track *track_get(struct flow_state *s, const struct flow_track_key *key,
 				    const struct flow_conn *c)
 {
-	struct flow_track probe = { .cookie = cookie }, *t, **found;
+	struct flow_track probe = { .key = *key }, *t, **found;
 
 	found = tfind(&probe, &s->tracks, track_cmp);
 	if (found)
@@ -192,19 +492,24 @@ static struct flow_track *track_get(struct flow_state *s, uint64_t cookie,
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
-	t->cookie = cookie;
+	t->key = *key;
 	t->conn = *c;
 	t->conn.tx = t->conn.rx = 0;
+	t->first_ms = t->last_change_ms = monotonic_ms();
+	tuple_of(c, &t->tuple);
 	if (!tsearch(t, &s->tracks, track_cmp)) {
 		free(t);
 		return NULL;
 	}
 	s->ntracks++;
+	if (c->proto != FLOW_PROTO_UNIX)
+		tuple_index(s, t); /* unix sockets name their peer process themselves */
 	return t;
 }
 
 static void track_drop(struct flow_state *s, struct flow_track *t)
 {
+	tuple_unindex(s, t);
 	tdelete(t, &s->tracks, track_cmp);
 	free(t);
 	s->ntracks--;
@@ -214,15 +519,20 @@ static int handle_close(void *ctx, void *data, size_t len)
 {
 	struct flow_state *s = ctx;
 	const struct flow_event *e = data;
+	struct flow_track_key key = { .proto = FLOW_PROTO_TCP };
 	struct flow_track *t;
 
 	if (len < sizeof(*e) || e->kind != FLOW_CLOSE)
 		return 0;
-	t = track_get(s, e->cookie, &e->conn);
-	if (!t)
+	key.cookie = e->cookie;
+	t = track_get(s, &key, &e->conn);
+	if (!t || t->closed)
 		return 0;
 	track_apply(s, t, &e->conn, true);
-	track_drop(s, t);
+	/* kept a little for its graph end and the other end's pairing: see flow_read() */
+	t->closed = true;
+	t->closed_ms = monotonic_ms();
+	end_apply(s, t, t->closed_ms);
 	return 0;
 }
 
@@ -231,13 +541,12 @@ static int handle_close(void *ctx, void *data, size_t len)
  * and connections established before the agent; counting from TCP's counters, also before
  * each read of the map, to bring live connections' counts up to date.
  */
-static int flow_iterate(struct flow_state *s)
+static int flow_iterate_here(void *arg)
 {
+	struct flow_state *s = arg;
 	struct flow_event e;
 	int fd;
 
-	if (!s->iter)
-		return -ENOENT;
 	fd = bpf_iter_create(bpf_link__fd(s->iter));
 	if (fd < 0)
 		return -errno;
@@ -252,6 +561,82 @@ static int flow_iterate(struct flow_state *s)
 	}
 	close(fd);
 	return 0;
+}
+
+/* iter/tcp walks the network namespace of whoever creates the iterator: --netns's, or ours. */
+static int flow_iterate(struct flow_state *s)
+{
+	if (!s->iter)
+		return -ENOENT;
+	if (!s->netns)
+		return flow_iterate_here(s);
+	return netns_run(s->netns, flow_iterate_here, s);
+}
+
+/*
+ * Counting from TCP's counters, live connections in every network namespace: each namespace
+ * that has followed connections is entered (through /proc/<owner>/ns/net, kept open while it
+ * has connections) and walked by the iterator before each read. Bounded by FLOW_NETNS_MAX;
+ * namespaces left out show their connections' bytes at close (counted: netns_full).
+ */
+#define FLOW_NETNS_MAX	   1024
+#define FLOW_NETNS_IDLE_MS 60000
+
+struct flow_netns {
+	struct netns ns;
+	uint64_t last_used_ms;
+};
+
+static struct flow_netns *netns_find(struct flow_state *s, uint32_t ino)
+{
+	for (size_t i = 0; i < s->nnetns; i++)
+		if (s->netnses[i].ns.ino == ino)
+			return &s->netnses[i];
+	return NULL;
+}
+
+/* Notes that a followed connection lives in namespace ino, owned by pid. */
+static void netns_want(struct flow_state *s, uint32_t ino, uint32_t pid, uint64_t now)
+{
+	struct flow_netns *n = netns_find(s, ino);
+	char path[64], err[128];
+
+	if (n) {
+		n->last_used_ms = now;
+		return;
+	}
+	if (!ino || ino == s->own_netns || !pid)
+		return;
+	if (s->nnetns == FLOW_NETNS_MAX) {
+		s->netns_full++;
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%u/ns/net", pid);
+	n = &s->netnses[s->nnetns];
+	if (netns_open(path, &n->ns, err, sizeof(err)))
+		return; /* the owner is gone: another connection of that namespace may do */
+	if (n->ns.ino != ino) {
+		netns_close(&n->ns); /* the pid was reused by a process elsewhere */
+		return;
+	}
+	n->last_used_ms = now;
+	s->nnetns++;
+}
+
+static void flow_iterate_all(struct flow_state *s, uint64_t now)
+{
+	flow_iterate(s);
+	if (s->netns && s->netns->fd >= 0)
+		return; /* --netns: that one only */
+	for (size_t i = 0; i < s->nnetns;) {
+		if (now - s->netnses[i].last_used_ms >= FLOW_NETNS_IDLE_MS) {
+			netns_close(&s->netnses[i].ns);
+			s->netnses[i] = s->netnses[--s->nnetns];
+			continue;
+		}
+		netns_run(&s->netnses[i].ns, flow_iterate_here, s);
+		i++;
+	}
 }
 
 /* The owner of a process: its tgid, command name and cgroup id (its cgroup2 directory inode). */
@@ -359,13 +744,32 @@ static struct flow_state *sweep_state;
 static struct flow_track *sweep_victims[FLOW_BATCH];
 static size_t sweep_n;
 
+static uint64_t sweep_now;
+
+/*
+ * After each read: every connection's graph end is brought up to date; a closed connection
+ * goes once its peer is decided and FLOW_PAIR_HOLD_MS have passed; a live one absent from two
+ * reads in a row lost its close event and goes.
+ */
 static void sweep_visit(const void *node, VISIT which, int depth)
 {
 	struct flow_track *t = *(struct flow_track *const *)node;
+	bool stale;
 
 	(void)depth;
-	if ((which == postorder || which == leaf) && sweep_n < FLOW_BATCH &&
-	    t->read_gen + 2 <= sweep_state->read_gen)
+	if (which != postorder && which != leaf)
+		return;
+	end_apply(sweep_state, t, sweep_now);
+	if (sweep_state->netnses && t->key.proto == FLOW_PROTO_TCP && !t->closed)
+		netns_want(sweep_state, t->conn.netns, t->conn.tgid, sweep_now);
+	if (t->closed)
+		stale = sweep_now - t->closed_ms >= FLOW_PAIR_HOLD_MS &&
+			(t->peer_decided || sweep_now - t->closed_ms >= 2 * FLOW_PAIR_HOLD_MS);
+	else if (t->key.proto != FLOW_PROTO_TCP && sweep_now - t->last_change_ms >= FLOW_IDLE_MS)
+		stale = true;
+	else
+		stale = t->read_gen + 2 <= sweep_state->read_gen;
+	if (stale && sweep_n < FLOW_BATCH)
 		sweep_victims[sweep_n++] = t;
 }
 
@@ -374,46 +778,160 @@ static void sweep_visit(const void *node, VISIT which, int depth)
  * connection missing from the map has either closed since (its event comes at the next drain)
  * or lost its close event: one absent from two reads in a row is dropped.
  */
-static void flow_read(struct flow_state *s)
+static const char *const flow_proto_names[] = { "tcp", "udp", "unix" };
+
+/*
+ * A unix socket's address as a peer: "unix:/run/x.sock", "unix:@name" for an abstract one,
+ * "unix:" for an unnamed one (socketpair); bytes that are not printable become '?'.
+ */
+static void unix_peer_string(const char *path, size_t len, char *out, size_t outlen)
 {
-	int fd = bpf_map__fd(s->skel->maps.flow_conns);
+	size_t n = snprintf(out, outlen, "unix:");
+
+	for (size_t i = 0; i < len && i < 64 && n + 1 < outlen; i++) {
+		char c = path[i];
+
+		if (i == 0 && c == '\0')
+			c = '@';
+		else if (c == '\0' && path[0] != '\0')
+			break; /* a path name ends at its NUL */
+		else if (c < 0x20 || c > 0x7e)
+			c = '?';
+		out[n++] = c;
+	}
+	out[n] = '\0';
+}
+
+/* Reads one kernel map whole; visit() gets each entry. The number of entries. */
+static uint64_t map_read(int fd, void *keys, size_t key_size, void *values, size_t value_size,
+			 void (*visit)(struct flow_state *s, const void *key, const void *value),
+			 struct flow_state *s)
+{
 	__u64 batch = 0;
 	bool first = true;
 	uint64_t n = 0;
 
-	ring_buffer__consume(s->events);
-	if (s->bytes == FLOW_BYTES_COUNTERS)
-		flow_iterate(s);
-	s->read_gen++;
 	for (;;) {
 		__u32 count = FLOW_BATCH;
-		int err = bpf_map_lookup_batch(fd, first ? NULL : &batch, &batch, s->keys,
-					       s->values, &count, NULL);
+		int err = bpf_map_lookup_batch(fd, first ? NULL : &batch, &batch, keys, values,
+					       &count, NULL);
 
 		first = false;
-		for (__u32 i = 0; i < count; i++) {
-			struct flow_track *t;
-
-			if (!s->values[i].established)
-				continue;
-			t = track_get(s, s->keys[i], &s->values[i]);
-			if (!t)
-				continue;
-			t->read_gen = s->read_gen;
-			track_apply(s, t, &s->values[i], false);
-			n++;
-		}
+		for (__u32 i = 0; i < count; i++)
+			visit(s, (const char *)keys + i * key_size,
+			      (const char *)values + i * value_size);
+		n += count;
 		if (err)
-			break; /* -ENOENT: the end */
+			return n; /* -ENOENT: the end */
 	}
-	s->in_map = n;
+}
+
+static void read_tcp(struct flow_state *s, const void *k, const void *v)
+{
+	struct flow_track_key key = { .cookie = *(const __u64 *)k, .proto = FLOW_PROTO_TCP };
+	const struct flow_conn *c = v;
+	struct flow_track *t;
+
+	if (!c->established)
+		return;
+	t = track_get(s, &key, c);
+	if (!t || t->closed)
+		return; /* closed: a later entry of the same socket (TCP_CLOSE ends) */
+	t->read_gen = s->read_gen;
+	track_apply(s, t, c, false);
+}
+
+static void dgram_track_key(const struct flow_dgram_key *k, struct flow_track_key *key)
+{
+	memset(key, 0, sizeof(*key));
+	key->cookie = k->cookie;
+	memcpy(key->raddr, k->raddr, sizeof(key->raddr));
+	key->rport = k->rport;
+	key->family = k->family;
+	key->proto = FLOW_PROTO_UDP;
+}
+
+static void read_dgram(struct flow_state *s, const void *k, const void *v)
+{
+	struct flow_track_key key;
+	struct flow_track *t;
+
+	dgram_track_key(k, &key);
+	t = track_get(s, &key, v);
+	if (!t)
+		return;
+	t->read_gen = s->read_gen;
+	track_apply(s, t, v, false);
+}
+
+static void read_unix(struct flow_state *s, const void *k, const void *v)
+{
+	struct flow_track_key key = { .cookie = *(const __u64 *)k, .proto = FLOW_PROTO_UNIX };
+	const struct flow_unix *u = v;
+	struct flow_track *t;
+
+	t = track_get(s, &key, &u->conn);
+	if (!t)
+		return;
+	if (!t->path[0])
+		unix_peer_string(u->path, u->path_len, t->path, sizeof(t->path));
+	t->read_gen = s->read_gen;
+	track_apply(s, t, &u->conn, false);
+}
+
+/* A UDP flow or unix socket idle for FLOW_IDLE_MS leaves the kernel map with its last counts. */
+static void track_retire(struct flow_state *s, struct flow_track *t)
+{
+	struct flow_dgram_key dk = { .cookie = t->key.cookie };
+	struct flow_unix u;
+
+	if (t->key.proto == FLOW_PROTO_UDP) {
+		memcpy(dk.raddr, t->key.raddr, sizeof(dk.raddr));
+		dk.rport = t->key.rport;
+		dk.family = t->key.family;
+		if (!bpf_map_lookup_and_delete_elem(bpf_map__fd(s->skel->maps.flow_dgram), &dk,
+						    &u.conn))
+			track_apply(s, t, &u.conn, true);
+	} else if (t->key.proto == FLOW_PROTO_UNIX) {
+		if (!bpf_map_lookup_and_delete_elem(bpf_map__fd(s->skel->maps.flow_unix),
+						    &t->key.cookie, &u))
+			track_apply(s, t, &u.conn, true);
+	}
+	end_apply(s, t, monotonic_ms());
+}
+
+/*
+ * Reads every live connection from the kernel maps. Close events are drained first, so a TCP
+ * connection missing from the map has either closed since (its event comes at the next drain)
+ * or lost its close event: one absent from two reads in a row is dropped.
+ */
+static void flow_read(struct flow_state *s)
+{
+	ring_buffer__consume(s->events);
+	if (s->bytes == FLOW_BYTES_COUNTERS)
+		flow_iterate_all(s, monotonic_ms());
+	s->read_gen++;
+	s->in_map = map_read(bpf_map__fd(s->skel->maps.flow_conns), s->keys, sizeof(s->keys[0]),
+			     s->values, sizeof(s->values[0]), read_tcp, s);
+	if (s->dgram_on)
+		s->in_dgram = map_read(bpf_map__fd(s->skel->maps.flow_dgram), s->dgram_keys,
+				       sizeof(s->dgram_keys[0]), s->values, sizeof(s->values[0]),
+				       read_dgram, s);
+	if (s->unix_on)
+		s->in_unix =
+			map_read(bpf_map__fd(s->skel->maps.flow_unix), s->keys, sizeof(s->keys[0]),
+				 s->unix_values, sizeof(s->unix_values[0]), read_unix, s);
 	owners_find(s);
 	sweep_state = s;
+	sweep_now = monotonic_ms();
 	do {
 		sweep_n = 0;
 		twalk(s->tracks, sweep_visit);
-		for (size_t i = 0; i < sweep_n; i++)
+		for (size_t i = 0; i < sweep_n; i++) {
+			if (sweep_victims[i]->key.proto != FLOW_PROTO_TCP)
+				track_retire(s, sweep_victims[i]);
 			track_drop(s, sweep_victims[i]);
+		}
 	} while (sweep_n == FLOW_BATCH);
 }
 
@@ -429,7 +947,9 @@ static void peer_string(const struct flow_agg_key *k, char *out, size_t len)
 {
 	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 
-	if (k->family == AF_INET6 && !memcmp(k->peer, v4mapped, sizeof(v4mapped)))
+	if (k->proto == FLOW_PROTO_UNIX)
+		snprintf(out, len, "%s", k->path);
+	else if (k->family == AF_INET6 && !memcmp(k->peer, v4mapped, sizeof(v4mapped)))
 		inet_ntop(AF_INET, k->peer + 12, out, len);
 	else
 		inet_ntop(k->family == AF_INET6 ? AF_INET6 : AF_INET, k->peer, out, len);
@@ -437,7 +957,7 @@ static void peer_string(const struct flow_agg_key *k, char *out, size_t len)
 
 struct flow_row {
 	const struct flow_agg *agg;
-	char workload[256], peer[64], port[8];
+	char workload[256], peer[80], port[8];
 };
 
 static struct flow_row *collect_rows;
@@ -470,7 +990,10 @@ static void collect_visit(const void *node, VISIT which, int depth)
 	r->agg = a;
 	workload_from_cgroup(a->cgroup, r->workload, sizeof(r->workload));
 	peer_string(&a->key, r->peer, sizeof(r->peer));
-	snprintf(r->port, sizeof(r->port), "%u", a->key.peer_port);
+	if (a->key.proto == FLOW_PROTO_UNIX)
+		r->port[0] = '\0';
+	else
+		snprintf(r->port, sizeof(r->port), "%u", a->key.peer_port);
 }
 
 static void row_labels(const struct flow_row *r, struct prom_label *l)
@@ -481,6 +1004,7 @@ static void row_labels(const struct flow_row *r, struct prom_label *l)
 	l[3] = (struct prom_label){ "peer_addr", r->peer };
 	l[4] = (struct prom_label){ "peer_port", r->port };
 	l[5] = (struct prom_label){ "role", flow_role_names[r->agg->key.role] };
+	l[6] = (struct prom_label){ "protocol", flow_proto_names[r->agg->key.proto] };
 }
 
 /*
@@ -517,6 +1041,35 @@ static void expiry_visit(const void *node, VISIT which, int depth)
 		expiry_victims[expiry_n++] = a;
 }
 
+/* Graph ends of processes that exited go after --cgroup-grace, like removed cgroups' series. */
+static struct flow_end *end_victims[FLOW_BATCH];
+static size_t end_victims_n;
+static uint32_t end_pid;
+static bool end_pid_alive;
+
+static void end_expiry_visit(const void *node, VISIT which, int depth)
+{
+	struct flow_end *e = *(struct flow_end *const *)node;
+	struct flow_state *s = collect_state;
+
+	(void)depth;
+	if (which != postorder && which != leaf)
+		return;
+	if (e->key.tgid != end_pid) {
+		end_pid = e->key.tgid;
+		end_pid_alive = end_pid && (kill((pid_t)end_pid, 0) == 0 || errno == EPERM);
+	}
+	if (end_pid_alive) {
+		e->gone_since_ms = 0;
+		return;
+	}
+	if (!e->gone_since_ms)
+		e->gone_since_ms = expiry_now;
+	else if (expiry_now - e->gone_since_ms >= 1000ull * s->grace_s &&
+		 end_victims_n < FLOW_BATCH)
+		end_victims[end_victims_n++] = e;
+}
+
 static void flow_expire(struct flow_state *s)
 {
 	expiry_now = monotonic_ms();
@@ -532,12 +1085,21 @@ static void flow_expire(struct flow_state *s)
 		free(expiry_victims[i]);
 		s->naggs--;
 	}
+	end_victims_n = 0;
+	end_pid = 0;
+	end_pid_alive = false;
+	twalk(s->ends, end_expiry_visit);
+	for (size_t i = 0; i < end_victims_n; i++) {
+		tdelete(end_victims[i], &s->ends, end_cmp);
+		free(end_victims[i]);
+		s->nends--;
+	}
 }
 
 static int flow_collect(struct plumb_module *m, struct prom_writer *w)
 {
 	struct flow_state *s = m->priv;
-	struct prom_label l[7];
+	struct prom_label l[8];
 
 	flow_read(s);
 	flow_expire(s);
@@ -551,43 +1113,161 @@ static int flow_collect(struct plumb_module *m, struct prom_writer *w)
 
 	if (s->bytes != FLOW_BYTES_OFF) {
 		prom_family(w, "plumb_flow_bytes_total", PROM_COUNTER,
-			    "TCP payload bytes sent (tx) and received (rx) by the owning "
-			    "process, per peer and server port.");
+			    "Payload bytes sent (tx) and received (rx) by the owning process "
+			    "over TCP, UDP and unix sockets, per peer and server port.");
 		for (size_t i = 0; i < collect_n; i++)
 			for (int d = 0; d < 2; d++) {
 				row_labels(&collect_rows[i], l);
-				l[6] = (struct prom_label){ "direction", d ? "rx" : "tx" };
-				prom_sample(w, l, 7,
+				l[7] = (struct prom_label){ "direction", d ? "rx" : "tx" };
+				prom_sample(w, l, 8,
 					    (double)(d ? collect_rows[i].agg->rx :
 							 collect_rows[i].agg->tx));
 			}
 	}
+	prom_family(w, "plumb_flow_segments_total", PROM_COUNTER,
+		    "TCP segments sent (tx) and received (rx), every segment (data, pure ACKs, "
+		    "retransmissions); live with --flow-bytes counters, else at close.");
+	for (size_t i = 0; i < collect_n; i++)
+		for (int d = 0; d < 2 && collect_rows[i].agg->key.proto == FLOW_PROTO_TCP; d++) {
+			row_labels(&collect_rows[i], l);
+			l[7] = (struct prom_label){ "direction", d ? "rx" : "tx" };
+			prom_sample(w, l, 8,
+				    (double)(d ? collect_rows[i].agg->segs_in :
+						 collect_rows[i].agg->segs_out));
+		}
 	prom_family(w, "plumb_flow_connections_total", PROM_COUNTER,
-		    "TCP connections established, per owner, peer, server port and role.");
+		    "Connections established (TCP), flows seen (UDP, per socket and "
+		    "peer) and sockets seen (unix), per owner, peer, server port and role.");
 	for (size_t i = 0; i < collect_n; i++) {
 		row_labels(&collect_rows[i], l);
-		prom_sample(w, l, 6, (double)collect_rows[i].agg->connections);
+		prom_sample(w, l, 7, (double)collect_rows[i].agg->connections);
 	}
 	free(collect_rows);
 	collect_rows = NULL;
 	return w->err;
 }
 
+/* An address as text; "" for the unspecified one (a UDP socket bound to any, a unix socket). */
+static void addr_string(const uint8_t *a, char *out, size_t len)
+{
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const uint8_t zero[16];
+
+	if (!memcmp(a, zero, 16) || (!memcmp(a, v4mapped, 12) && !memcmp(a + 12, zero, 4)))
+		snprintf(out, len, "%s", "");
+	else if (!memcmp(a, v4mapped, sizeof(v4mapped)))
+		inet_ntop(AF_INET, a + 12, out, len);
+	else
+		inet_ntop(AF_INET6, a, out, len);
+}
+
+static struct json_object *graph_ends, *graph_processes;
+static uint32_t graph_last_pid;
+static bool graph_rescanned; /* one forced cgroup rescan per request, not one per miss */
+
+/* One end, and its process the first time one of its ends is seen (ends sort by pid first). */
+static void graph_visit(const void *node, VISIT which, int depth)
+{
+	struct flow_end *e = *(struct flow_end *const *)node;
+	struct flow_state *s = collect_state;
+	struct json_object *o;
+	char addr[INET6_ADDRSTRLEN], workload[256];
+	const char *cgroup;
+
+	(void)depth;
+	if (which != postorder && which != leaf)
+		return;
+	if (e->key.tgid != graph_last_pid || !json_object_array_length(graph_processes)) {
+		graph_last_pid = e->key.tgid;
+		if (!e->cgroup[0]) {
+			cgroup = cgroup_cache_resolve(s->cgroups, e->cgroup_id,
+						      graph_rescanned ? FLOW_RESCAN_MS : 0);
+			if (!cgroup)
+				graph_rescanned = true; /* it rescanned: once is enough */
+			else
+				snprintf(e->cgroup, sizeof(e->cgroup), "%s", cgroup);
+		}
+		cgroup = e->cgroup;
+		workload[0] = '\0';
+		if (cgroup[0])
+			workload_from_cgroup(cgroup, workload, sizeof(workload));
+		o = json_object_new_object();
+		json_object_object_add(o, "pid", json_object_new_int64(e->key.tgid));
+		json_object_object_add(o, "comm", json_object_new_string(e->comm));
+		json_object_object_add(o, "exe", json_object_new_string(e->exe));
+		json_object_object_add(o, "cgroup", json_object_new_string(cgroup));
+		json_object_object_add(o, "workload", json_object_new_string(workload));
+		json_object_array_add(graph_processes, o);
+	}
+	o = json_object_new_object();
+	json_object_object_add(o, "pid", json_object_new_int64(e->key.tgid));
+	json_object_object_add(o, "role", json_object_new_string(flow_role_names[e->key.role]));
+	json_object_object_add(o, "protocol",
+			       json_object_new_string(flow_proto_names[e->key.proto]));
+	addr_string(e->key.laddr, addr, sizeof(addr));
+	json_object_object_add(o, "local_addr", json_object_new_string(addr));
+	if (e->key.proto == FLOW_PROTO_UNIX)
+		json_object_object_add(o, "peer_addr", json_object_new_string(e->key.path));
+	else
+		addr_string(e->key.raddr, addr, sizeof(addr));
+	if (e->key.proto != FLOW_PROTO_UNIX)
+		json_object_object_add(o, "peer_addr", json_object_new_string(addr));
+	json_object_object_add(o, "port", json_object_new_int(e->key.port));
+	json_object_object_add(o, "tx_bytes", json_object_new_int64((int64_t)e->tx));
+	json_object_object_add(o, "rx_bytes", json_object_new_int64((int64_t)e->rx));
+	json_object_object_add(o, "connections", json_object_new_int64((int64_t)e->connections));
+	json_object_object_add(o, "peer_pid", json_object_new_int64(e->key.peer_tgid));
+	json_object_array_add(graph_ends, o);
+}
+
+/* The flow module's part of GET /api/v1/graph: "processes" and "ends" (docs/graph.md). */
+static int flow_graph(struct plumb_module *m, struct json_object *doc)
+{
+	struct flow_state *s = m->priv;
+
+	flow_read(s);
+	graph_processes = json_object_new_array();
+	graph_ends = json_object_new_array();
+	if (!graph_processes || !graph_ends) {
+		json_object_put(graph_processes);
+		json_object_put(graph_ends);
+		return -ENOMEM;
+	}
+	collect_state = s;
+	graph_last_pid = 0;
+	graph_rescanned = false;
+	twalk(s->ends, graph_visit);
+	json_object_object_add(doc, "processes", graph_processes);
+	json_object_object_add(doc, "ends", graph_ends);
+	return 0;
+}
+
 static void flow_health(struct plumb_module *m, struct module_health *h)
 {
 	struct flow_state *s = m->priv;
-	static const char *const reasons[FLOW_LOST_REASONS] = { "ringbuf_full", "conns_full" };
+	static const char *const reasons[FLOW_LOST_REASONS] = { "ringbuf_full", "conns_full",
+								"dgram_full", "unix_full",
+								"mmsg_first_peer" };
 	int ncpus = libbpf_num_possible_cpus();
 	__u64 *percpu = ncpus > 0 ? calloc(ncpus, sizeof(__u64)) : NULL;
 
 	h->maps[h->nmaps].name = "flow_conns";
 	h->maps[h->nmaps].entries = s->in_map;
 	h->maps[h->nmaps++].capacity = bpf_map__max_entries(s->skel->maps.flow_conns);
+	h->maps[h->nmaps].name = "flow_dgram";
+	h->maps[h->nmaps].entries = s->in_dgram;
+	h->maps[h->nmaps++].capacity = bpf_map__max_entries(s->skel->maps.flow_dgram);
+	h->maps[h->nmaps].name = "flow_unix";
+	h->maps[h->nmaps].entries = s->in_unix;
+	h->maps[h->nmaps++].capacity = bpf_map__max_entries(s->skel->maps.flow_unix);
 	h->maps[h->nmaps].name = "connections";
 	h->maps[h->nmaps].entries = s->ntracks;
 	h->maps[h->nmaps++].capacity = s->track_capacity;
 	h->maps[h->nmaps].name = "aggregates";
 	h->maps[h->nmaps].entries = s->naggs;
+	h->maps[h->nmaps++].capacity = s->agg_capacity;
+	h->maps[h->nmaps].name = "graph_ends";
+	h->maps[h->nmaps].entries = s->nends;
 	h->maps[h->nmaps++].capacity = s->agg_capacity;
 	for (__u32 r = 0; r < FLOW_LOST_REASONS; r++) {
 		uint64_t sum = 0;
@@ -604,6 +1284,10 @@ static void flow_health(struct plumb_module *m, struct module_health *h)
 	h->lost[h->nlost++].count = s->tracks_full;
 	h->lost[h->nlost].reason = "aggregates_full";
 	h->lost[h->nlost++].count = s->aggs_full;
+	h->lost[h->nlost].reason = "graph_ends_full";
+	h->lost[h->nlost++].count = s->ends_full;
+	h->lost[h->nlost].reason = "netns_full";
+	h->lost[h->nlost++].count = s->netns_full;
 	h->obj = s->skel->obj;
 }
 
@@ -622,6 +1306,11 @@ static void flow_unload(struct plumb_module *m)
 	cgroup_cache_free(s->cgroups);
 	tdestroy(s->tracks, free);
 	tdestroy(s->aggs, free);
+	tdestroy(s->ends, free);
+	tdestroy(s->tuples, free);
+	for (size_t i = 0; s->netnses && i < s->nnetns; i++)
+		netns_close(&s->netnses[i].ns);
+	free(s->netnses);
 	free(s);
 	m->priv = NULL;
 }
@@ -634,8 +1323,20 @@ static int flow_choose(struct plumb_module *m, struct flow_state *s, const struc
 		const char *tracepoint;
 		int nargs;
 	} bytes_tps[] = { { "sock_send_length", 3 }, { "sock_recv_length", 3 } };
+	const struct {
+		const char *tracepoint, *point;
+		struct bpf_program *prog;
+	} sock_syscalls[] = {
+		{ "sys_exit_sendto", "syscalls/sys_exit_sendto", s->skel->progs.flow_exit_sendto },
+		{ "sys_exit_sendmsg", "syscalls/sys_exit_sendmsg",
+		  s->skel->progs.flow_exit_sendmsg },
+		{ "sys_exit_recvfrom", "syscalls/sys_exit_recvfrom",
+		  s->skel->progs.flow_exit_recvfrom },
+		{ "sys_exit_recvmsg", "syscalls/sys_exit_recvmsg",
+		  s->skel->progs.flow_exit_recvmsg },
+	};
 	const char *off;
-	bool calls;
+	bool calls, syscalls;
 
 	for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
 		if (!kernel_has(required[i])) {
@@ -673,19 +1374,64 @@ static int flow_choose(struct plumb_module *m, struct flow_state *s, const struc
 	default:
 		s->bytes = cfg->flow_bytes;
 	}
-	bpf_program__set_autoload(s->skel->progs.flow_send, s->bytes == FLOW_BYTES_CALLS);
-	bpf_program__set_autoload(s->skel->progs.flow_recv, s->bytes == FLOW_BYTES_CALLS);
+	/*
+	 * UDP and unix sockets have no counters of their own: bytes per call where the kernel
+	 * has sock_send_length/sock_recv_length, else from the exits of the send and receive
+	 * syscalls.
+	 */
+	syscalls = !calls && s->bytes != FLOW_BYTES_OFF && kernel_has(FEAT_SYSCALL_TRACEPOINTS) &&
+		   kernel_has(FEAT_TASK_PT_REGS);
+	for (size_t i = 0; i < sizeof(sock_syscalls) / sizeof(sock_syscalls[0]); i++)
+		syscalls = syscalls && tracepoint_exists("syscalls", sock_syscalls[i].tracepoint);
+	s->unix_on = (calls || syscalls) && s->bytes != FLOW_BYTES_OFF;
+	s->dgram_on = s->unix_on && kernel_has(FEAT_TASK_PT_REGS);
+	for (size_t i = 0; i < sizeof(sock_syscalls) / sizeof(sock_syscalls[0]); i++) {
+		bpf_program__set_autoload(sock_syscalls[i].prog, syscalls);
+		module_attach_note(m, sock_syscalls[i].point,
+				   bpf_program__name(sock_syscalls[i].prog), "%s",
+				   syscalls ? "chosen: UDP and unix bytes (no sock_send_length)" :
+				   s->bytes == FLOW_BYTES_OFF ? "off: --flow-bytes off" :
+				   calls ? "off: UDP and unix bytes from sock_send_length" :
+					   "off: tracepoint missing");
+	}
+	s->skel->rodata->tcp_calls = s->bytes == FLOW_BYTES_CALLS;
+	s->skel->rodata->udp_on = s->dgram_on;
+	s->skel->rodata->unix_on = s->unix_on;
+	bpf_program__set_autoload(s->skel->progs.flow_send, calls && s->unix_on);
+	bpf_program__set_autoload(s->skel->progs.flow_recv, calls && s->unix_on);
+	bpf_program__set_autoload(s->skel->progs.flow_recvmsg4, s->dgram_on);
+	bpf_program__set_autoload(s->skel->progs.flow_recvmsg6, s->dgram_on);
 	s->skel->rodata->bytes_from_counters = s->bytes == FLOW_BYTES_COUNTERS;
 	off = s->bytes == FLOW_BYTES_OFF ? "off: --flow-bytes off" :
-	      calls ? "off: bytes from TCP's counters (--flow-bytes counters)" :
-		      "off: tracepoint missing (6.3+): bytes from TCP's counters";
-	module_attach_note(m, "tp_btf/sock_send_length", "flow_send",
+	      !calls ? "off: tracepoint missing (6.3+): TCP bytes from TCP's counters" :
+		       "chosen: UDP and unix (TCP bytes from its counters)";
+	module_attach_note(m, "tp_btf/sock_send_length", "flow_send", "%s",
 			   s->bytes == FLOW_BYTES_CALLS ? "chosen" : off);
-	module_attach_note(m, "tp_btf/sock_recv_length", "flow_recv",
+	module_attach_note(m, "tp_btf/sock_recv_length", "flow_recv", "%s",
 			   s->bytes == FLOW_BYTES_CALLS ? "chosen" : off);
-	if (!kernel_has(FEAT_SYSCALL_TRACEPOINTS) ||
-	    !tracepoint_exists("syscalls", "sys_exit_accept4") ||
-	    !tracepoint_exists("syscalls", "sys_exit_accept")) {
+	for (int v = 4; v <= 6; v += 2)
+		module_attach_note(
+			m, v == 4 ? "cgroup/recvmsg4" : "cgroup/recvmsg6",
+			v == 4 ? "flow_recvmsg4" : "flow_recvmsg6", "%s",
+			s->dgram_on ? "chosen: on the root cgroup, the source of UDP datagrams" :
+			s->unix_on  ? "off: bpf_task_pt_regs missing: no UDP" :
+				      off);
+	if (s->bytes == FLOW_BYTES_CALLS) {
+		/*
+		 * Counting per call, an accepted connection's owner is the first process to
+		 * send or receive on it, found at no extra cost; the accept tracepoints would
+		 * cost ~0.7 us per connection and put every syscall on the host on the tracing
+		 * slow path (bench/results/flow.md).
+		 */
+		bpf_program__set_autoload(s->skel->progs.flow_accept4, false);
+		bpf_program__set_autoload(s->skel->progs.flow_accept, false);
+		module_attach_note(m, "syscalls/sys_exit_accept4", "flow_accept4",
+				   "off: owners from the first send/recv");
+		module_attach_note(m, "syscalls/sys_exit_accept", "flow_accept",
+				   "off: owners from the first send/recv");
+	} else if (!kernel_has(FEAT_SYSCALL_TRACEPOINTS) ||
+		   !tracepoint_exists("syscalls", "sys_exit_accept4") ||
+		   !tracepoint_exists("syscalls", "sys_exit_accept")) {
 		/* owners of accepted connections then come from their first read or write */
 		bpf_program__set_autoload(s->skel->progs.flow_accept4, false);
 		bpf_program__set_autoload(s->skel->progs.flow_accept, false);
@@ -698,12 +1444,36 @@ static int flow_choose(struct plumb_module *m, struct flow_state *s, const struc
 		module_attach_note(m, "syscalls/sys_exit_accept", "flow_accept", "chosen");
 	}
 	module_attach_note(m, "iter/tcp", "flow_discover", "chosen");
-	snprintf(m->choice, sizeof(m->choice), "TCP connections from inet_sock_set_state; bytes %s",
+	snprintf(m->choice, sizeof(m->choice),
+		 "TCP connections from inet_sock_set_state; bytes %s; UDP %s; unix sockets %s",
 		 s->bytes == FLOW_BYTES_CALLS ? "per call from sock_send_length/sock_recv_length" :
-		 s->bytes == FLOW_BYTES_COUNTERS ? "from TCP's counters at close and on each read "
-						   "(live ones in the agent's network namespace)" :
-						   "off");
+		 s->bytes == FLOW_BYTES_COUNTERS ? "from TCP's counters at close and on each read" :
+						   "off",
+		 !s->dgram_on ? "off" :
+		 calls	      ? "per call" :
+				"from send*/recv* syscall exits",
+		 !s->unix_on ? "off" :
+		 calls	     ? "per call" :
+			       "from send*/recv* syscall exits");
 	return 0;
+}
+
+/* The UDP recvmsg hooks, on the root cgroup: every process is below it. 0 or -errno. */
+static int flow_attach_cgroup(struct flow_state *s, const char *cgroup_root)
+{
+	int fd = open(cgroup_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	s->skel->links.flow_recvmsg4 = bpf_program__attach_cgroup(s->skel->progs.flow_recvmsg4, fd);
+	if (!s->skel->links.flow_recvmsg4)
+		err = -errno;
+	s->skel->links.flow_recvmsg6 =
+		err ? NULL : bpf_program__attach_cgroup(s->skel->progs.flow_recvmsg6, fd);
+	if (!err && !s->skel->links.flow_recvmsg6)
+		err = -errno;
+	close(fd);
+	return err;
 }
 
 static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
@@ -719,6 +1489,7 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 	m->priv = s;
 	s->cgroup_root = cfg->cgroup_root;
 	s->grace_s = cfg->cgroup_grace_s;
+	s->netns = cfg->netns;
 	s->track_capacity = cfg->flow_capacity;
 	s->agg_capacity = cfg->flow_capacity;
 	s->cgroups = cgroup_cache_new(cfg->cgroup_root, 4096);
@@ -734,9 +1505,23 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 		goto out_unload;
 	}
 	bpf_map__set_max_entries(s->skel->maps.flow_conns, cfg->flow_capacity);
+	bpf_map__set_max_entries(s->skel->maps.flow_dgram, cfg->flow_capacity / 4);
+	bpf_map__set_max_entries(s->skel->maps.flow_unix, cfg->flow_capacity / 4);
+	s->skel->rodata->netns_only = cfg->netns ? cfg->netns->ino : 0;
 	err = flow_choose(m, s, cfg);
 	if (err)
 		goto out_unload;
+	if (s->bytes == FLOW_BYTES_COUNTERS && !(cfg->netns && cfg->netns->fd >= 0)) {
+		struct stat st;
+
+		s->netnses = calloc(FLOW_NETNS_MAX, sizeof(*s->netnses));
+		if (!s->netnses || stat("/proc/self/ns/net", &st)) {
+			err = -ENOMEM;
+			snprintf(m->error, sizeof(m->error), "out of memory");
+			goto out_unload;
+		}
+		s->own_netns = (uint32_t)st.st_ino;
+	}
 	err = flow_bpf__load(s->skel);
 	if (err) {
 		snprintf(m->error, sizeof(m->error), "cannot load BPF programs: %s",
@@ -746,6 +1531,8 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 	/* the iterator is run by hand below, not attached */
 	bpf_program__set_autoattach(s->skel->progs.flow_discover, false);
 	err = flow_bpf__attach(s->skel);
+	if (!err && s->dgram_on)
+		err = flow_attach_cgroup(s, cfg->cgroup_root);
 	if (err) {
 		snprintf(m->error, sizeof(m->error), "cannot attach: %s", strerror(-err));
 		goto out_unload;
@@ -784,5 +1571,6 @@ struct plumb_module flow_module = {
 	.tick = flow_tick,
 	.collect = flow_collect,
 	.health = flow_health,
+	.graph = flow_graph,
 	.unload = flow_unload,
 };

@@ -1,18 +1,29 @@
 #!/usr/bin/env python3
-"""TCP workloads with exact byte counts for the flow tests. Joins a cgroup first.
+"""TCP workloads with exact byte counts for the flow tests. Joins a cgroup first (CGDIR "-":
+stays where it was started).
 
   flowwork.py CGDIR server HOST PORT REPLY      accept forever; read each connection to EOF,
                                                then send REPLY bytes and close
-  flowwork.py CGDIR client HOST PORT N SIZE     N connections: send SIZE bytes, half-close,
-                                               read the reply to EOF, close
+  flowwork.py CGDIR client HOST PORT N SIZE [tcpinfo]
+                                               N connections: send SIZE bytes, half-close,
+                                               read the reply to EOF, close; with tcpinfo,
+                                               print the segments TCP_INFO counted in all
   flowwork.py CGDIR hold HOST PORT              one connection driven by stdin lines:
                                                "send N", "close" (prints "done" after each)
+  flowwork.py CGDIR udpserver HOST PORT REPLY   for each datagram received (recvfrom), send
+                                               REPLY bytes back to its sender (sendto)
+  flowwork.py CGDIR udpclient HOST PORT N SIZE  an unconnected socket: N times send SIZE bytes
+                                               (sendto), then receive the reply (recvfrom)
+  flowwork.py CGDIR unixserver PATH - REPLY     as server, over a unix stream socket at PATH
+  flowwork.py CGDIR unixclient PATH - N SIZE    as client, over a unix stream socket
 """
 import socket
 import sys
 
 
 def join(cgdir):
+    if cgdir == "-":
+        return
     with open(f"{cgdir}/cgroup.procs", "w") as f:
         f.write("0")
 
@@ -34,9 +45,47 @@ def drain(c):
 
 
 def main():
-    cgdir, mode, host, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    cgdir, mode, host = sys.argv[1], sys.argv[2], sys.argv[3]
+    port = 0 if sys.argv[4] == "-" else int(sys.argv[4])
     join(cgdir)
-    if mode == "server":
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    if mode == "udpserver":
+        reply = int(sys.argv[5])
+        s = socket.socket(family, socket.SOCK_DGRAM)
+        s.bind((host, port))
+        print("listening", flush=True)
+        while True:
+            _, peer = s.recvfrom(65536)
+            s.sendto(b"r" * reply, peer)
+    elif mode == "udpclient":
+        n, size = int(sys.argv[5]), int(sys.argv[6])
+        s = socket.socket(family, socket.SOCK_DGRAM)
+        for _ in range(n):
+            s.sendto(b"s" * size, (host, port))
+            s.recvfrom(65536)
+        print("done", flush=True)
+    elif mode == "unixserver":
+        reply = int(sys.argv[5])
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(host)
+        srv.listen(128)
+        print("listening", flush=True)
+        while True:
+            c, _ = srv.accept()
+            drain(c)
+            c.sendall(b"r" * reply)
+            c.close()
+    elif mode == "unixclient":
+        n, size = int(sys.argv[5]), int(sys.argv[6])
+        for _ in range(n):
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            c.connect(host)
+            c.sendall(b"s" * size)
+            c.shutdown(socket.SHUT_WR)
+            drain(c)
+            c.close()
+        print("done", flush=True)
+    elif mode == "server":
         reply = int(sys.argv[5])
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         srv = socket.socket(family, socket.SOCK_STREAM)
@@ -51,13 +100,19 @@ def main():
             c.close()
     elif mode == "client":
         n, size = int(sys.argv[5]), int(sys.argv[6])
+        tcpinfo = len(sys.argv) > 7 and sys.argv[7] == "tcpinfo"
+        segs = [0, 0]
         for _ in range(n):
             c = connect(host, port)
             c.sendall(b"s" * size)
             c.shutdown(socket.SHUT_WR)
             drain(c)
+            if tcpinfo:  # final: the peer's FIN is in and acked, close() sends nothing more
+                info = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
+                segs[0] += int.from_bytes(info[136:140], "little")  # tcpi_segs_out
+                segs[1] += int.from_bytes(info[140:144], "little")  # tcpi_segs_in
             c.close()
-        print("done", flush=True)
+        print("done" + (f" {segs[0]} {segs[1]}" if tcpinfo else ""), flush=True)
     elif mode == "hold":
         c = connect(host, port)
         print("connected", flush=True)

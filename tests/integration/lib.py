@@ -264,9 +264,12 @@ def require_root():
 
 
 class Prometheus:
-    """Debian's prometheus on loopback, scraping job `plumb` at target every interval seconds."""
+    """Debian's prometheus on loopback, scraping job `plumb` at target every interval seconds
+    (target_port: one port, or a list of ports on 127.0.0.1)."""
 
     def __init__(self, cleanup, target_port, interval=2):
+        ports = target_port if isinstance(target_port, (list, tuple)) else [target_port]
+        targets = ", ".join(f"'127.0.0.1:{p}'" for p in ports)
         self.interval = interval
         self.dir = tempfile.mkdtemp(prefix="plumb-prom-")
         cleanup.add(shutil.rmtree, self.dir)
@@ -280,7 +283,7 @@ class Prometheus:
 scrape_configs:
   - job_name: plumb
     static_configs:
-      - targets: ['127.0.0.1:{target_port}']
+      - targets: [{targets}]
 """)
         self.log = open(os.path.join(self.dir, "log"), "w+")
         self.proc = subprocess.Popen(
@@ -332,12 +335,12 @@ scrape_configs:
             raise RuntimeError(f"{selector}: {len(got)} series")
         return [(float(t), float(v)) for t, v in got[0]["values"] if float(t) >= since]
 
-    def wait_scrapes(self, n, timeout=30):
-        """Waits until Prometheus holds n scrapes of the agent's own metrics."""
+    def wait_scrapes(self, n, timeout=30, targets=1):
+        """Waits until Prometheus holds n scrapes of each of targets agents' own metrics."""
         deadline = time.time() + timeout
         while True:
             got = self.query("count_over_time(plumb_build_info[5m])")
-            if got and float(got[0]["value"][1]) >= n:
+            if len(got) >= targets and all(float(g["value"][1]) >= n for g in got):
                 return
             if time.time() > deadline:
                 raise RuntimeError(f"fewer than {n} scrapes of the agent after {timeout} s")
@@ -352,3 +355,38 @@ scrape_configs:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+
+
+class Hosts:
+    """Test "hosts": network namespaces, each with a veth into a bridge that lives in a namespace
+    of its own, so nothing of the machine's own network is touched. Host i (from 1) has
+    10.77.0.i/24. Everything goes with the namespaces at cleanup."""
+
+    def __init__(self, cleanup, count):
+        tag = os.getpid() % 100000
+        self.switch = f"plumb{tag}sw"
+        self.names = [f"plumb{tag}h{i}" for i in range(1, count + 1)]
+        self.addrs = [f"10.77.0.{i}" for i in range(1, count + 1)]
+        sh("ip", "netns", "add", self.switch)
+        cleanup.add(sh, "ip", "netns", "del", self.switch)
+        sh("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
+        sh("ip", "-n", self.switch, "link", "set", "br0", "up")
+        for i, (name, addr) in enumerate(zip(self.names, self.addrs), start=1):
+            sh("ip", "netns", "add", name)
+            cleanup.add(sh, "ip", "netns", "del", name)
+            sh("ip", "link", "add", "eth0", "netns", name, "type", "veth", "peer", "name",
+               f"port{i}", "netns", self.switch)
+            sh("ip", "-n", self.switch, "link", "set", f"port{i}", "master", "br0", "up")
+            sh("ip", "-n", name, "addr", "add", f"{addr}/24", "dev", "eth0")
+            sh("ip", "-n", name, "link", "set", "eth0", "up")
+            sh("ip", "-n", name, "link", "set", "lo", "up")
+
+    def run(self, i, cgroup_dir, *cmd, **kw):
+        """Popen of cmd inside host i (from 0) and cgroup_dir, joined before `ip netns exec`
+        (which mounts a sysfs of the namespace over /sys, hiding the cgroup mounts); it execs
+        cmd: same pid."""
+        def join():
+            with open(f"{cgroup_dir}/cgroup.procs", "w") as f:
+                f.write("0")
+        return subprocess.Popen(["ip", "netns", "exec", self.names[i], *cmd], preexec_fn=join,
+                                **kw)

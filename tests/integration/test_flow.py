@@ -6,13 +6,17 @@ processes the test puts in cgroups of its own; the agent's counters must equal t
 """
 # plumb-module: flow
 
+import json
 import os
+import shutil
 import subprocess
+import tempfile
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (Agent, Cleanup, Runner, assert_within, free_port, make_cgroup,  # noqa: E402
+from lib import (Agent, Cleanup, Hosts, Runner, assert_within, free_port,  # noqa: E402
+                 make_cgroup,
                  remove_cgroup, require_root, select, settle, value)
 
 FLOWWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flowwork.py")
@@ -48,27 +52,85 @@ def run_client(cg, host, port, n, size):
     assert r.returncode == 0 and r.stdout.strip() == "done", r
 
 
-def flow(m, label, role, port, direction=None, peer="127.0.0.1"):
-    labels = dict(cgroup=label, role=role, peer_port=str(port), peer_addr=peer, comm="python3")
+def flow(m, label, role, port, direction=None, peer="127.0.0.1", protocol="tcp"):
+    labels = dict(cgroup=label, role=role, peer_port=str(port), peer_addr=peer, comm="python3",
+                  protocol=protocol)
     if direction is None:
         return value(m, "plumb_flow_connections_total", **labels)
     return value(m, "plumb_flow_bytes_total", direction=direction, **labels)
 
 
-def check_pair(agent, cli, srv, port, n, size, reply, peer="127.0.0.1"):
+def check_pair(agent, cli, srv, port, n, size, reply, peer="127.0.0.1", protocol="tcp"):
     """Both ends of n connections of size bytes out and reply bytes back, exactly."""
     want = {(cli, "client", "tx"): n * size, (cli, "client", "rx"): n * reply,
             (srv, "server", "rx"): n * size, (srv, "server", "tx"): n * reply}
+    kw = dict(peer=peer, protocol=protocol)
 
     def seen(m):
-        return {k: flow(m, k[0], k[1], port, k[2], peer) for k in want}
+        return {k: flow(m, k[0], k[1], port, k[2], **kw) for k in want}
 
-    m = settle(agent, lambda m: seen(m) == want and flow(m, cli, "client", port, peer=peer) == n
-               and flow(m, srv, "server", port, peer=peer) == n, timeout=10)
+    m = settle(agent, lambda m: seen(m) == want and flow(m, cli, "client", port, **kw) == n
+               and flow(m, srv, "server", port, **kw) == n, timeout=10)
     assert seen(m) == want, f"bytes: expected {want}, seen {seen(m)}"
     for label, role in ((cli, "client"), (srv, "server")):
-        got = flow(m, label, role, port, peer=peer)
+        got = flow(m, label, role, port, **kw)
         assert got == n, f"{role} {label}: {got} connections, expected {n}"
+
+
+def graph_ends(agent, pids, want, timeout=10):
+    """The /api/v1/graph ends of these pids once they equal want (sorted by role)."""
+    deadline = time.time() + timeout
+    while True:
+        status, _, body = agent.get("/api/v1/graph")
+        assert status == 200, f"/api/v1/graph: {status} {body}"
+        doc = json.loads(body)
+        got = sorted((e for e in doc["ends"] if e["pid"] in pids), key=lambda e: e["role"])
+        if got == want or time.time() > deadline:
+            assert got == want, f"expected {want}, got {got}"
+            return doc
+        time.sleep(0.3)
+
+
+def test_udp(agent, cleanup):
+    """UDP over loopback, an unconnected client (sendto/recvfrom) and server: both ends' flows
+    exact, one flow each, the server's port as peer_port, and the graph pairs the processes."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/udp-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/udp-cli")
+    port = free_port()
+    s = start(cleanup, cgs, "udpserver", "127.0.0.1", port, 333)
+    expect_line(s, "listening")
+    c = start(cleanup, cgc, "udpclient", "127.0.0.1", port, 50, 1400)
+    expect_line(c, "done")
+    c.wait()
+    check_pair(agent, cli, srv, port, 1, 50 * 1400, 50 * 333, protocol="udp")
+    end = {"protocol": "udp", "local_addr": "127.0.0.1", "peer_addr": "127.0.0.1",
+           "port": port, "connections": 1}
+    graph_ends(agent, (c.pid, s.pid), [
+        dict(end, pid=c.pid, role="client", tx_bytes=50 * 1400, rx_bytes=50 * 333,
+             peer_pid=s.pid, local_addr=""),
+        dict(end, pid=s.pid, role="server", tx_bytes=50 * 333, rx_bytes=50 * 1400,
+             peer_pid=c.pid)])
+
+
+def test_unix(agent, cleanup, tmpdir):
+    """A unix stream server and client: bytes exact at both ends, one per connection, the
+    socket's path as the peer, and each end names the other's process (SO_PEERCRED)."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/unix-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/unix-cli")
+    path = os.path.join(tmpdir, f"u{time.monotonic_ns()}.sock")
+    s = start(cleanup, cgs, "unixserver", path, "-", 777)
+    expect_line(s, "listening")
+    c = start(cleanup, cgc, "unixclient", path, "-", 3, 5000)
+    expect_line(c, "done")
+    c.wait()
+    peer = f"unix:{path}"
+    check_pair(agent, cli, srv, "", 3, 5000, 777, peer=peer, protocol="unix")
+    end = {"protocol": "unix", "local_addr": "", "peer_addr": peer, "port": 0,
+           "connections": 3}
+    graph_ends(agent, (c.pid, s.pid), [
+        dict(end, pid=c.pid, role="client", tx_bytes=15000, rx_bytes=3 * 777, peer_pid=s.pid),
+        dict(end, pid=s.pid, role="server", tx_bytes=3 * 777, rx_bytes=15000,
+             peer_pid=c.pid)])
 
 
 def test_tcp_loopback_exact(agent, cleanup):
@@ -89,6 +151,47 @@ def test_ipv6(agent, cleanup):
     server(cleanup, cgs, "::1", port, 777)
     run_client(cgc, "::1", port, 3, 4096)
     check_pair(agent, cli, srv, port, 3, 4096, 777, peer="::1")
+
+
+def test_graph_pairs(agent, cleanup):
+    """/api/v1/graph: both ends of loopback connections name each other's process (peer_pid),
+    with exact bytes, connections and the processes' identity."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/pair-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/pair-cli")
+    port = free_port()
+    s = server(cleanup, cgs, "127.0.0.1", port, 999)
+    c = start(cleanup, cgc, "client", "127.0.0.1", port, 6, 22222)
+    expect_line(c, "done")
+    c.wait()
+    doc = graph_ends(agent, (c.pid, s.pid), [
+        {"pid": c.pid, "role": "client", "protocol": "tcp", "local_addr": "127.0.0.1",
+         "peer_addr": "127.0.0.1", "port": port, "tx_bytes": 6 * 22222, "rx_bytes": 6 * 999,
+         "connections": 6, "peer_pid": s.pid},
+        {"pid": s.pid, "role": "server", "protocol": "tcp", "local_addr": "127.0.0.1",
+         "peer_addr": "127.0.0.1", "port": port, "tx_bytes": 6 * 999,
+         "rx_bytes": 6 * 22222, "connections": 6, "peer_pid": c.pid}])
+    procs = {p["pid"]: p for p in doc["processes"]}
+    for pid, label in ((c.pid, cli), (s.pid, srv)):
+        assert procs[pid]["comm"] == "python3" and procs[pid]["cgroup"] == label, procs[pid]
+
+
+def test_segments(agent, cleanup):
+    """TCP segments per connection, as TCP_INFO counts them at the client once it is done."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/segs-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/segs-cli")
+    port = free_port()
+    server(cleanup, cgs, "127.0.0.1", port, 300000)
+    c = start(cleanup, cgc, "client", "127.0.0.1", port, 3, 2000000, "tcpinfo")
+    words = c.stdout.readline().split()
+    assert words[0] == "done", words
+    want = {"tx": int(words[1]), "rx": int(words[2])}
+
+    def seen(m):
+        return {d: value(m, "plumb_flow_segments_total", cgroup=cli, role="client",
+                         direction=d) for d in want}
+
+    m = settle(agent, lambda m: seen(m) == want, timeout=10)
+    assert seen(m) == want, f"segments: TCP_INFO says {want}, plumb {seen(m)}"
 
 
 def test_short_connections(agent, cleanup):
@@ -126,6 +229,34 @@ def test_live_bytes(agent, cleanup):
     expect_line(hold, "done")
     expect_line(hold, "done")
     check_pair(agent, cli, srv, port, 1, 300005, 999)
+
+
+def test_live_bytes_netns(agent, cleanup, hosts):
+    """The same inside another network namespace (loopback there): live bytes in both modes
+    (TCP's counters: the agent walks each namespace that has connections)."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/nslive-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/nslive-cli")
+    port = free_port()
+    procs = []
+    for cg, args in ((cgs, ("server", "127.0.0.1", port, 999)),
+                     (cgc, ("hold", "127.0.0.1", port))):
+        p = hosts.run(0, cg, sys.executable, FLOWWORK, "-", *map(str, args),
+                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        cleanup.add(stop, p)
+        procs.append(p)
+        expect_line(p, "listening" if args[0] == "server" else "connected")
+    hold = procs[1]
+    hold.stdin.write("send 300000\n")
+    hold.stdin.flush()
+    expect_line(hold, "done")
+    m = settle(agent, lambda m: flow(m, srv, "server", port, "rx") == 300000
+               and flow(m, cli, "client", port, "tx") == 300000, timeout=10)
+    assert flow(m, cli, "client", port, "tx") == 300000, "client tx while open"
+    assert flow(m, srv, "server", port, "rx") == 300000, "server rx while open"
+    hold.stdin.write("close\n")
+    hold.stdin.flush()
+    expect_line(hold, "done")
+    check_pair(agent, cli, srv, port, 1, 300000, 999)
 
 
 def test_older_than_agent(cleanup, mode):
@@ -216,7 +347,10 @@ def main():
     require_root()
     runner = Runner()
     cleanup = Cleanup()
+    tmpdir = tempfile.mkdtemp(prefix="plumb-flow-")
+    cleanup.add(shutil.rmtree, tmpdir)
     try:
+        hosts = Hosts(cleanup, 1)
         # auto: per call where the kernel has sock_send_length (6.3+), else TCP's counters;
         # counters: TCP's own counters on every kernel. Both must give the same exact numbers.
         for mode in ("auto", "counters"):
@@ -228,11 +362,31 @@ def main():
             for name, fn in (("TCP over loopback, exact both ends", test_tcp_loopback_exact),
                              ("TCP over IPv6 loopback", test_ipv6),
                              ("1,000 short connections", test_short_connections),
+                             ("graph ends paired by process", test_graph_pairs),
+                             ("TCP segments as TCP_INFO counts them", test_segments),
+                             ("UDP, unconnected sockets, exact", test_udp),
                              ("bytes of an open connection", test_live_bytes)):
                 runner.run(f"flow ({mode}): {name}", fn, agent, cleanup)
+            runner.run(f"flow ({mode}): unix stream sockets, exact", test_unix, agent, cleanup,
+                       tmpdir)
+            runner.run(f"flow ({mode}): bytes of an open connection in another netns",
+                       test_live_bytes_netns, agent, cleanup, hosts)
             agent.stop()
             runner.run(f"flow ({mode}): a connection older than the agent",
                        test_older_than_agent, cleanup, mode)
+        # kernels without sock_send_length (before 6.3): UDP and unix from the syscalls' exits
+        os.environ["PLUMB_TEST_HIDE"] = "sock_send_length,sock_recv_length"
+        try:
+            agent = Agent(cleanup, "--modules", "flow", wait_for_module=False)
+        finally:
+            del os.environ["PLUMB_TEST_HIDE"]
+        settle(agent, lambda m: value(m, "plumb_module_up", module="flow") == 1)
+        assert "UDP from send*/recv* syscall exits" in agent.output(), agent.output()
+        runner.run("flow (no sock_send_length): UDP from syscall exits, exact", test_udp, agent,
+                   cleanup)
+        runner.run("flow (no sock_send_length): unix from syscall exits, exact", test_unix,
+                   agent, cleanup, tmpdir)
+        agent.stop()
         runner.run("flow: connections only", test_connections_only, cleanup)
         runner.run("flow: removed cgroup kept for the grace period", test_cgroup_grace, cleanup)
         runner.run("flow: a full map counts what it loses", test_full_map_counted, cleanup)

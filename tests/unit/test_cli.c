@@ -363,6 +363,8 @@ enum agent_field {
 	A_SAMPLE = 1 << 8,
 	A_FLOW = 1 << 9,
 	A_FLOW_BYTES = 1 << 10,
+	A_HOST = 1 << 11,
+	A_NETNS = 1 << 12,
 };
 
 struct agent_case {
@@ -412,15 +414,21 @@ static void agent_want(const struct agent_case *c, struct agent_options *o)
 		o->flow_capacity = c->want.flow_capacity;
 	if (c->set & A_FLOW_BYTES)
 		o->flow_bytes = c->want.flow_bytes;
+	if (c->set & A_HOST)
+		strcpy(o->host, c->want.host);
+	if (c->set & A_NETNS)
+		strcpy(o->netns, c->want.netns);
 }
 
 static void agent_str(const struct agent_options *o, char *buf, size_t len)
 {
 	snprintf(buf, len,
 		 "addr=%s port=%u modules=%#x verbose=%d check=%d grace_s=%u io_capacity=%u "
-		 "io_latency=%d io_latency_sample=%u flow_capacity=%u flow_bytes=%d",
+		 "io_latency=%d io_latency_sample=%u flow_capacity=%u flow_bytes=%d host=%s "
+		 "netns=%s",
 		 o->addr, o->port, o->modules, o->verbose, o->check, o->grace_s, o->io_capacity,
-		 o->io_latency, o->io_latency_sample, o->flow_capacity, o->flow_bytes);
+		 o->io_latency, o->io_latency_sample, o->flow_capacity, o->flow_bytes, o->host,
+		 o->netns);
 }
 
 static void test_agent_defaults(void **state)
@@ -483,6 +491,11 @@ static void test_agent_options(void **state)
 		  A_FLOW_BYTES,
 		  { .flow_bytes = FLOW_BYTES_COUNTERS } },
 		{ { "--flow-bytes", "calls" }, A_FLOW_BYTES, { .flow_bytes = FLOW_BYTES_CALLS } },
+		{ { "--host", "node-7" }, A_HOST, { .host = "node-7" } },
+		{ { "--netns", "pod1" }, A_NETNS | A_HOST, { .netns = "pod1", .host = "" } },
+		{ { "--netns=/proc/1/ns/net", "--host", "h" },
+		  A_NETNS | A_HOST,
+		  { .netns = "/proc/1/ns/net", .host = "h" } },
 		{ { "--no-io-latency" }, A_LATENCY, { .io_latency = false } },
 		{ { "--io-latency-sample", "1" }, A_SAMPLE, { .io_latency_sample = 1 } },
 		{ { "--io-latency-sample", "64" }, A_SAMPLE, { .io_latency_sample = 64 } },
@@ -502,7 +515,7 @@ static void test_agent_options(void **state)
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct agent_options got, want;
-		char err[ERR_LEN] = "", got_s[256], want_s[256];
+		char err[ERR_LEN] = "", got_s[640], want_s[640];
 		struct argv_buf a;
 		enum cli_result r;
 
@@ -635,6 +648,12 @@ static void test_agent_errors(void **state)
 		  ERROR_IS("--flow-bytes: 'all' is not auto, calls, counters or off") },
 		{ { "--flow-capacity", "15" },
 		  ERROR_IS("--flow-capacity: '15' is not in 16..4194304") },
+		{ { "--host", "" }, ERROR_HAS("--host: '' is not a host name") },
+		{ { "--host", "a/b" }, ERROR_HAS("--host: 'a/b' is not a host name") },
+		{ { "--host", "a b" }, ERROR_HAS("--host: 'a b'") },
+		{ { "--host", "0123456789012345678901234567890123456789012345678901234567890123" },
+		  ERROR_HAS("is not a host name (1-63 characters") },
+		{ { "--netns", "" }, ERROR_IS("--netns: '' is not a namespace name or path") },
 		{ { "--io-latency-sample", "3" },
 		  ERROR_IS("--io-latency-sample: '3' is not a power of two in 1..65536") },
 		{ { "--io-latency-sample", "0" }, ERROR_HAS("--io-latency-sample: '0'") },
@@ -912,6 +931,151 @@ static void test_io_errors(void **state)
 	failures = check_results("io", parse_io, cases, ARRAY_SIZE(cases));
 	if (failures)
 		fail_msg("%d of %zu io error cases failed", failures, ARRAY_SIZE(cases));
+}
+
+/* place: the options as one string, so that a case's expectation reads as a line */
+static void place_str(const struct place_options *o, char *buf, size_t len)
+{
+	size_t n = snprintf(buf, len,
+			    "graph=%s hosts=%s format=%d max_moves=%ld peers=%u verbose=%d pins=",
+			    o->graph, o->hosts, (int)o->format, o->max_moves, o->peers, o->verbose);
+
+	for (size_t i = 0; i < o->npins && n < len; i++)
+		n += snprintf(buf + n, len - n, "%s%s", i ? "," : "", o->pins[i]);
+}
+
+static void test_place_options(void **state)
+{
+	static const struct {
+		const char *args[MAX_ARGS];
+		const char *want;
+	} cases[] = {
+		{ { "--graph", "g.json", "--hosts", "h.json" },
+		  "graph=g.json hosts=h.json format=0 max_moves=-1 peers=3 verbose=0 pins=" },
+		{ { "-g", "g.json", "-H", "h.json" },
+		  "graph=g.json hosts=h.json format=0 max_moves=-1 peers=3 verbose=0 pins=" },
+		{ { "--graph=/a b/g.json", "--hosts=h" },
+		  "graph=/a b/g.json hosts=h format=0 max_moves=-1 peers=3 verbose=0 pins=" },
+		{ { "-gg", "-Hh", "--format", "json" },
+		  "graph=g hosts=h format=1 max_moves=-1 peers=3 verbose=0 pins=" },
+		{ { "-g", "g", "-H", "h", "-f", "k8s" },
+		  "graph=g hosts=h format=2 max_moves=-1 peers=3 verbose=0 pins=" },
+		{ { "-g", "g", "-H", "h", "--format=table" },
+		  "graph=g hosts=h format=0 max_moves=-1 peers=3 verbose=0 pins=" },
+		{ { "-g", "g", "-H", "h", "--max-moves", "0" },
+		  "graph=g hosts=h format=0 max_moves=0 peers=3 verbose=0 pins=" },
+		{ { "-g", "g", "-H", "h", "--max-moves", "1073741824" },
+		  "graph=g hosts=h format=0 max_moves=1073741824 peers=3 verbose=0 pins=" },
+		{ { "-g", "g", "-H", "h", "--pin", "db*", "--pin", "external/*" },
+		  "graph=g hosts=h format=0 max_moves=-1 peers=3 verbose=0 pins=db*,external/*" },
+		{ { "-g", "g", "-H", "h", "--peers", "0", "-vv" },
+		  "graph=g hosts=h format=0 max_moves=-1 peers=0 verbose=2 pins=" },
+		{ { "-g", "g", "-H", "h", "--peers", "16" },
+		  "graph=g hosts=h format=0 max_moves=-1 peers=16 verbose=0 pins=" },
+		{ { "-H", "h", "-g", "first", "-g", "second" }, /* the last one counts */
+		  "graph=second hosts=h format=0 max_moves=-1 peers=3 verbose=0 pins=" },
+	};
+	int failures = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char err[ERR_LEN] = "", got[512];
+		struct place_options o;
+		struct argv_buf a;
+		enum cli_result r;
+
+		argv_build(&a, "place", cases[i].args);
+		r = cli_parse_place(a.argc, a.argv, &o, err, sizeof(err));
+		argv_free(&a);
+		if (r != CLI_OK) {
+			print_error("place %s: expected CLI_OK, got %s \"%s\"\n",
+				    args_str(cases[i].args), result_str(r), err);
+			failures++;
+			continue;
+		}
+		place_str(&o, got, sizeof(got));
+		if (strcmp(got, cases[i].want)) {
+			print_error("place %s:\n  expected %s\n  got      %s\n",
+				    args_str(cases[i].args), cases[i].want, got);
+			failures++;
+		}
+	}
+	if (failures)
+		fail_msg("%d of %zu place option cases failed", failures, ARRAY_SIZE(cases));
+}
+
+static enum cli_result parse_place(int argc, char **argv, char *err, size_t errlen)
+{
+	struct place_options o;
+
+	return cli_parse_place(argc, argv, &o, err, errlen);
+}
+
+static void test_place_errors(void **state)
+{
+	static char long_path[5000], long_pin[300];
+	static const struct result_case cases[] = {
+		{ { "--help" }, HELP },
+		{ { "-h" }, HELP },
+		{ { "-g", "g", "--help" }, HELP },
+		{ {}, ERROR_IS("--graph FILE is required") },
+		{ { "-H", "h" }, ERROR_IS("--graph FILE is required") },
+		{ { "-g", "g" }, ERROR_IS("--hosts FILE is required") },
+		{ { "--graph" }, ERROR_HAS("'--graph'") },
+		{ { "-g", "g", "--hosts" }, ERROR_HAS("'--hosts'") },
+		{ { "-g", "", "-H", "h" }, ERROR_IS("--graph: '' is not a file name") },
+		{ { "-g", "g", "-H", "" }, ERROR_IS("--hosts: '' is not a file name") },
+		{ { "-g", long_path, "-H", "h" }, ERROR_HAS("--graph: 'xxxx") },
+		{ { "-g", "g", "-H", "h", "--format", "yaml" },
+		  ERROR_IS("--format: 'yaml' is not table, json or k8s") },
+		{ { "-g", "g", "-H", "h", "-f", "JSON" }, ERROR_HAS("--format: 'JSON'") },
+		{ { "-g", "g", "-H", "h", "--max-moves", "-1" },
+		  ERROR_IS("--max-moves: '-1' is not a number in 0..1073741824") },
+		{ { "-g", "g", "-H", "h", "--max-moves", "1073741825" },
+		  ERROR_HAS("'1073741825'") },
+		{ { "-g", "g", "-H", "h", "--max-moves", "3x" }, ERROR_HAS("--max-moves: '3x'") },
+		{ { "-g", "g", "-H", "h", "--max-moves", "" }, ERROR_HAS("--max-moves: ''") },
+		{ { "-g", "g", "-H", "h", "--peers", "17" },
+		  ERROR_IS("--peers: '17' is not in 0..16") },
+		{ { "-g", "g", "-H", "h", "--pin", "" },
+		  ERROR_IS("--pin: a pattern of 1 to 255 characters") },
+		{ { "-g", "g", "-H", "h", "--pin", long_pin }, ERROR_HAS("--pin: a pattern") },
+		{ { "-g", "g", "-H", "h", "--json" }, ERROR_IS("unknown option '--json'") },
+		{ { "-g", "g", "-H", "h", "-j" }, ERROR_IS("unknown option '-j'") },
+		{ { "-g", "g", "-H", "h", "--listen", "x" },
+		  ERROR_IS("unknown option '--listen'") },
+		{ { "-g", "g", "-H", "h", "extra" }, ERROR_IS("unexpected argument 'extra'") },
+		{ { "-g", "g", "-H", "h", "--verbose=1" }, ERROR_HAS("--verbose") },
+	};
+	char *args[2 * PLACE_MAX_PINS + 8], pins[PLACE_MAX_PINS + 1][8], err[ERR_LEN];
+	struct place_options o;
+	int failures, n = 0;
+
+	(void)state;
+	memset(long_path, 'x', sizeof(long_path) - 1);
+	memset(long_pin, 'p', sizeof(long_pin) - 1);
+	failures = check_results("place", parse_place, cases, ARRAY_SIZE(cases));
+	if (failures)
+		fail_msg("%d of %zu place error cases failed", failures, ARRAY_SIZE(cases));
+
+	/* PLACE_MAX_PINS patterns, then one more (argv built by hand: more than MAX_ARGS) */
+	assert_int_equal(PLACE_MAX_PINS, 16);
+	args[n++] = "place";
+	args[n++] = "-g";
+	args[n++] = "g";
+	args[n++] = "-H";
+	args[n++] = "h";
+	for (int i = 0; i <= PLACE_MAX_PINS; i++) {
+		snprintf(pins[i], sizeof(pins[i]), "p%d", i);
+		args[n++] = "--pin";
+		args[n++] = pins[i];
+	}
+	args[n] = NULL;
+	assert_int_equal(cli_parse_place(n - 2, args, &o, err, sizeof(err)), CLI_OK);
+	assert_int_equal(o.npins, PLACE_MAX_PINS);
+	assert_string_equal(o.pins[PLACE_MAX_PINS - 1], "p15");
+	assert_int_equal(cli_parse_place(n, args, &o, err, sizeof(err)), CLI_ERROR);
+	assert_string_equal(err, "--pin: at most 16 patterns");
 }
 
 #define GRAPH_PATH "/api/v1/graph"
@@ -1273,6 +1437,8 @@ int main(void)
 		cmocka_unit_test(test_io_defaults),
 		cmocka_unit_test(test_io_options),
 		cmocka_unit_test(test_io_errors),
+		cmocka_unit_test(test_place_options),
+		cmocka_unit_test(test_place_errors),
 		cmocka_unit_test(test_url),
 		cmocka_unit_test(test_url_length),
 		cmocka_unit_test(test_graph_defaults),

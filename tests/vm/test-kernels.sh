@@ -53,7 +53,7 @@ for s in "${series[@]}"; do
 	t0=$(date +%s)
 	# loop and ext4 are modules in Debian's kernels and the tests mount ext4 images
 	# shellcheck disable=SC2086
-	tests/vm/run.sh --modprobe loop,ext4 --console "$LOGS/$k.console" ${PLUMB_VM_OPTS:-} "$kdir" \
+	tests/vm/run.sh --modprobe loop,ext4,veth,bridge --console "$LOGS/$k.console" ${PLUMB_VM_OPTS:-} "$kdir" \
 		tests/vm/kernel-tests.sh >"$LOGS/$k.log" 2>&1
 	rc=$?
 	secs[$k]=$(($(date +%s) - t0))
