@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 #include "plumb.h"
@@ -173,6 +174,9 @@ enum {
 	OPT_MAX_MOVES,
 	OPT_PIN,
 	OPT_PEERS,
+	OPT_FROM,
+	OPT_PROMETHEUS,
+	OPT_WINDOW,
 };
 
 enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, char *err,
@@ -482,4 +486,201 @@ enum cli_result cli_parse_place(int argc, char **argv, struct place_options *o, 
 		return CLI_ERROR;
 	}
 	return CLI_OK;
+}
+
+int cli_parse_url(const char *s, const char *default_path, char *out, size_t outlen)
+{
+	const char *host, *path;
+	char buf[CLI_URL_MAX];
+	size_t len;
+	int n;
+
+	if (!strncasecmp(s, "http://", 7))
+		host = s + 7;
+	else if (!strncasecmp(s, "https://", 8))
+		host = s + 8;
+	else
+		return -EINVAL;
+	for (const char *c = s; *c; c++)
+		if ((unsigned char)*c <= ' ' || *c == 0x7f)
+			return -EINVAL;
+	path = host + strcspn(host, "/?#");
+	if (path == host || *path == '?' || *path == '#')
+		return -EINVAL; /* no host, or a query where the path should be */
+	if (default_path) {
+		if (!*path || !strcmp(path, "/"))
+			n = snprintf(buf, sizeof(buf), "%.*s%s", (int)(path - s), s, default_path);
+		else
+			n = snprintf(buf, sizeof(buf), "%s", s);
+	} else {
+		if (strpbrk(path, "?#"))
+			return -EINVAL; /* a base URL gets a path and a query appended */
+		len = strlen(s);
+		while (len > (size_t)(path - s) && s[len - 1] == '/')
+			len--;
+		n = snprintf(buf, sizeof(buf), "%.*s", (int)len, s);
+	}
+	if (n < 0 || (size_t)n >= sizeof(buf) || (size_t)n >= outlen)
+		return -ENAMETOOLONG;
+	memcpy(out, buf, (size_t)n + 1);
+	return 0;
+}
+
+/* One --from value: a comma list of agent URLs, added to o->from. */
+static int parse_from(const char *s, struct graph_options *o, char *err, size_t errlen)
+{
+	const char *p = s;
+
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		char url[CLI_URL_MAX];
+		int ret;
+
+		if (!len) {
+			snprintf(err, errlen, "--from: an empty URL in '%s'", s);
+			return -EINVAL;
+		}
+		if (o->nfrom == CLI_GRAPH_MAX_SOURCES) {
+			snprintf(err, errlen, "--from: more than %d agents", CLI_GRAPH_MAX_SOURCES);
+			return -E2BIG;
+		}
+		ret = -ENAMETOOLONG;
+		if (len < sizeof(url)) {
+			memcpy(url, p, len);
+			url[len] = '\0';
+			ret = cli_parse_url(url, CLI_GRAPH_PATH, o->from[o->nfrom],
+					    sizeof(o->from[0]));
+		}
+		if (ret == -ENAMETOOLONG) {
+			snprintf(err, errlen,
+				 "--from: '%.*s' is too long (with %s, at most %d characters)",
+				 (int)len, p, CLI_GRAPH_PATH, CLI_URL_MAX - 1);
+			return ret;
+		}
+		if (ret) {
+			snprintf(err, errlen, "--from: '%.*s' is not an http:// or https:// URL",
+				 (int)len, p);
+			return ret;
+		}
+		o->nfrom++;
+		if (!p[len])
+			return 0;
+		p += len + 1;
+	}
+}
+
+static int parse_choice(const char *s, const char *const *names, size_t n, int *out)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(s, names[i])) {
+			*out = (int)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static enum cli_result parse_graph(int argc, char **argv, struct graph_options *o, char *err,
+				   size_t errlen)
+{
+	static const struct option opts[] = {
+		{ "projection", required_argument, NULL, 'p' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "from", required_argument, NULL, OPT_FROM },
+		{ "prometheus", required_argument, NULL, OPT_PROMETHEUS },
+		{ "window", required_argument, NULL, OPT_WINDOW },
+		{ 0 },
+	};
+	unsigned int ms;
+	int c, k;
+
+	memset(o, 0, sizeof(*o));
+	o->projection = GRAPH_PROJECT_PROCESS;
+	o->format = GRAPH_FORMAT_TABLE;
+	o->window_s = 300;
+	optind = 0;
+	opterr = 0;
+	while ((c = next_opt(argc, argv, opts, ":p:f:o:h", err, errlen)) != -1) {
+		switch (c) {
+		case 'p':
+			if (parse_choice(optarg, graph_projection_names, 3, &k)) {
+				snprintf(err, errlen,
+					 "--projection: '%s' is not process, type or host", optarg);
+				return CLI_ERROR;
+			}
+			o->projection = (enum graph_projection)k;
+			break;
+		case 'f':
+			if (parse_choice(optarg, graph_format_names, 4, &k)) {
+				snprintf(err, errlen,
+					 "--format: '%s' is not table, json, dot or svg", optarg);
+				return CLI_ERROR;
+			}
+			o->format = (enum graph_format)k;
+			break;
+		case 'o':
+			if (!*optarg || strlen(optarg) >= sizeof(o->output)) {
+				snprintf(err, errlen, "--output: '%s' is not a file name", optarg);
+				return CLI_ERROR;
+			}
+			snprintf(o->output, sizeof(o->output), "%s", optarg);
+			break;
+		case 'h':
+			return CLI_HELP;
+		case OPT_FROM:
+			if (parse_from(optarg, o, err, errlen))
+				return CLI_ERROR;
+			break;
+		case OPT_PROMETHEUS:
+			if (cli_parse_url(optarg, NULL, o->prometheus, sizeof(o->prometheus))) {
+				snprintf(
+					err, errlen,
+					"--prometheus: '%s' is not an http:// or https:// base URL "
+					"(no query, at most %d characters)",
+					optarg, CLI_URL_MAX - 1);
+				return CLI_ERROR;
+			}
+			break;
+		case OPT_WINDOW:
+			if (cli_parse_duration_ms(optarg, &ms) || ms % 1000 || ms < 1000) {
+				snprintf(err, errlen,
+					 "--window: '%s' is not a duration in whole seconds of at "
+					 "least 1s",
+					 optarg);
+				return CLI_ERROR;
+			}
+			o->window_s = ms / 1000;
+			o->window_set = true;
+			break;
+		default:
+			return CLI_ERROR;
+		}
+	}
+	if (optind < argc) {
+		snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+		return CLI_ERROR;
+	}
+	if (o->nfrom && o->prometheus[0]) {
+		snprintf(err, errlen, "--from and --prometheus cannot be used together");
+		return CLI_ERROR;
+	}
+	if (!o->nfrom && !o->prometheus[0]) {
+		snprintf(o->from[0], sizeof(o->from[0]), "http://%s:%u%s", PLUMB_DEFAULT_ADDR,
+			 PLUMB_DEFAULT_PORT, CLI_GRAPH_PATH);
+		o->nfrom = 1;
+	}
+	return CLI_OK;
+}
+
+/* err echoes what was typed: control characters in it would break the one-line message */
+enum cli_result cli_parse_graph(int argc, char **argv, struct graph_options *o, char *err,
+				size_t errlen)
+{
+	enum cli_result r = parse_graph(argc, argv, o, err, errlen);
+
+	for (char *c = err; r == CLI_ERROR && errlen && *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+	return r;
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "plumb.h"
+#include "analysis/graph.h"
 
 #define PLUMB_DEFAULT_ADDR	     "127.0.0.1"
 #define PLUMB_DEFAULT_PORT	     9977
@@ -59,6 +60,22 @@ struct place_options {
 	int verbose;
 };
 
+/* plumb graph's sources: up to this many agents, each URL shorter than CLI_URL_MAX */
+#define CLI_GRAPH_MAX_SOURCES 256
+#define CLI_URL_MAX	      256
+#define CLI_GRAPH_PATH	      "/api/v1/graph"
+
+struct graph_options {
+	enum graph_projection projection;
+	enum graph_format format;
+	char from[CLI_GRAPH_MAX_SOURCES][CLI_URL_MAX]; /* agents' graph URLs, path added */
+	size_t nfrom; /* 0 with --prometheus */
+	char prometheus[CLI_URL_MAX]; /* base URL, no trailing '/'; "" without --prometheus */
+	unsigned int window_s;
+	bool window_set; /* --window given (with --from it has no effect: a note says so) */
+	char output[4096]; /* -o; "": standard output */
+};
+
 enum cli_result {
 	CLI_OK = 0,
 	CLI_HELP = 1, /* --help: print usage to stdout, exit 0 */
@@ -74,4 +91,11 @@ enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *
 enum cli_result cli_parse_place(int argc, char **argv, struct place_options *o, char *err,
 				size_t errlen);
 
+/*
+ * An http:// or https:// URL into out; when its path is empty or "/", default_path is
+ * appended (NULL: trailing slashes dropped instead, for a base URL).
+ */
+int cli_parse_url(const char *s, const char *default_path, char *out, size_t outlen);
+enum cli_result cli_parse_graph(int argc, char **argv, struct graph_options *o, char *err,
+				size_t errlen);
 #endif

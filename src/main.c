@@ -5,6 +5,7 @@
 
 #include "agent.h"
 #include "cli.h"
+#include "graph_cmd.h"
 #include "io_view.h"
 #include "log.h"
 #include "place_view.h"
@@ -121,6 +122,41 @@ static void place_usage(FILE *out)
 		PLACE_MAX_PINS, PLACE_DEFAULT_PEERS);
 }
 
+static void graph_usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: plumb graph [--projection process|type|host]\n"
+		"                   [--format table|json|dot|svg] [-o FILE]\n"
+		"                   [--from URL,... | --prometheus URL [--window DUR]]\n"
+		"\n"
+		"Who talks to whom: the ends of TCP, UDP and unix connections the agents saw,\n"
+		"joined into edges from client to server (docs/graph.md). Asks running agents,\n"
+		"or a Prometheus that scrapes them.\n"
+		"\n"
+		"  -p, --projection P  process (default): a vertex per process; type: one per\n"
+		"                      workload, else comm, across hosts; host: one per host,\n"
+		"                      edges within a host dropped\n"
+		"  -f, --format F      table (default), json, dot (Graphviz), svg (runs dot)\n"
+		"  -o, --output FILE   write there instead of standard output\n"
+		"      --from URL,...  agents to ask, comma-separated, repeatable (default\n"
+		"                      http://%s:%u); a URL without a path gets %s\n"
+		"      --prometheus URL  a Prometheus that scrapes the agents (base URL)\n"
+		"      --window DUR    with --prometheus: the traffic of the last DUR, in whole\n"
+		"                      seconds (default 5m); agents only have totals since\n"
+		"                      each started\n"
+		"  -h, --help          this help\n"
+		"\n"
+		"Exit status: 0 done; 1 a source could not be read, sent a malformed document\n"
+		"or more than plumb's limits, or the output failed; 2 usage error.\n"
+		"\n"
+		"Examples:\n"
+		"  plumb graph\n"
+		"  plumb graph --from http://10.0.0.1:9977,http://10.0.0.2:9977 -p type\n"
+		"  plumb graph --prometheus http://127.0.0.1:9090 --window 15m --format json\n"
+		"  plumb graph --projection host --format svg -o hosts.svg\n",
+		PLUMB_DEFAULT_ADDR, PLUMB_DEFAULT_PORT, CLI_GRAPH_PATH);
+}
+
 static int usage_error(const char *cmd, const char *err, void (*usage)(FILE *))
 {
 	fprintf(stderr, "plumb%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", err);
@@ -184,9 +220,27 @@ static int run_place(int argc, char **argv)
 	return place_view_run(&o);
 }
 
+static int run_graph(int argc, char **argv)
+{
+	static struct graph_options o; /* 64 KiB of URLs: not on the stack */
+	char err[256];
+
+	switch (cli_parse_graph(argc, argv, &o, err, sizeof(err))) {
+	case CLI_HELP:
+		graph_usage(stdout);
+		return 0;
+	case CLI_ERROR:
+		return usage_error("graph", err, graph_usage);
+	case CLI_OK:
+		break;
+	}
+	return graph_cmd_run(&o);
+}
+
 static const struct cmd cmds[] = {
 	{ "agent", "run the agent: Prometheus metrics for every module", run_agent, agent_usage },
 	{ "io", "live file I/O per workload and mount", run_io, io_usage },
+	{ "graph", "who talks to whom: the communication graph", run_graph, graph_usage },
 	{ "place", "placement advice: workloads to hosts, less cross-host traffic", run_place,
 	  place_usage },
 };

@@ -1078,6 +1078,348 @@ static void test_place_errors(void **state)
 	assert_string_equal(err, "--pin: at most 16 patterns");
 }
 
+#define GRAPH_PATH "/api/v1/graph"
+
+static void test_url(void **state)
+{
+	static const struct {
+		const char *in;
+		const char *default_path; /* NULL: a base URL */
+		int ret;
+		const char *out;
+	} cases[] = {
+		{ "http://h:9977", GRAPH_PATH, 0, "http://h:9977/api/v1/graph" },
+		{ "http://h:9977/", GRAPH_PATH, 0, "http://h:9977/api/v1/graph" },
+		{ "https://h", GRAPH_PATH, 0, "https://h/api/v1/graph" },
+		{ "HTTP://H:1", GRAPH_PATH, 0, "HTTP://H:1/api/v1/graph" },
+		{ "http://[::1]:9977", GRAPH_PATH, 0, "http://[::1]:9977/api/v1/graph" },
+		{ "http://h:9977/api/v1/graph", GRAPH_PATH, 0, "http://h:9977/api/v1/graph" },
+		{ "http://h/x/graph.json", GRAPH_PATH, 0, "http://h/x/graph.json" },
+		{ "http://h//", GRAPH_PATH, 0, "http://h//" }, /* a path, if an odd one */
+		{ "http://h/g?pretty=1", GRAPH_PATH, 0, "http://h/g?pretty=1" },
+		{ "http://p:9090", NULL, 0, "http://p:9090" },
+		{ "http://p:9090/", NULL, 0, "http://p:9090" },
+		{ "http://p:9090///", NULL, 0, "http://p:9090" },
+		{ "https://p/prometheus/", NULL, 0, "https://p/prometheus" },
+		{ "http://p:9090/?x=1", NULL, -EINVAL, NULL },
+		{ "http://p:9090#top", NULL, -EINVAL, NULL },
+		{ "http://h?x=1", GRAPH_PATH, -EINVAL, NULL }, /* a query where the path goes */
+		{ "http://", GRAPH_PATH, -EINVAL, NULL },
+		{ "http:///api", GRAPH_PATH, -EINVAL, NULL },
+		{ "http:/h", GRAPH_PATH, -EINVAL, NULL },
+		{ "h:9977", GRAPH_PATH, -EINVAL, NULL },
+		{ "127.0.0.1:9977", GRAPH_PATH, -EINVAL, NULL },
+		{ "ftp://h", GRAPH_PATH, -EINVAL, NULL },
+		{ "file:///etc/passwd", GRAPH_PATH, -EINVAL, NULL },
+		{ "", GRAPH_PATH, -EINVAL, NULL },
+		{ "", NULL, -EINVAL, NULL },
+		{ "http://h 1", GRAPH_PATH, -EINVAL, NULL },
+		{ "http://h\t", GRAPH_PATH, -EINVAL, NULL },
+		{ " http://h", GRAPH_PATH, -EINVAL, NULL },
+		{ "http://h/\x7f", GRAPH_PATH, -EINVAL, NULL },
+	};
+	int failures = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char out[CLI_URL_MAX] = "untouched";
+		const char *want = cases[i].ret ? "untouched" : cases[i].out;
+		int ret = cli_parse_url(cases[i].in, cases[i].default_path, out, sizeof(out));
+
+		if (ret != cases[i].ret || strcmp(out, want)) {
+			print_error("url \"%s\" (%s): expected %d \"%s\", got %d \"%s\"\n",
+				    escaped(cases[i].in), cases[i].default_path ? "agent" : "base",
+				    cases[i].ret, want, ret, out);
+			failures++;
+		}
+	}
+	if (failures)
+		fail_msg("%d of %zu URL cases failed", failures, ARRAY_SIZE(cases));
+}
+
+/* The URL with its path fits CLI_URL_MAX with its NUL, and the caller's buffer; else -ENAMETOOLONG. */
+static void test_url_length(void **state)
+{
+	char in[CLI_URL_MAX + 8], out[CLI_URL_MAX], *small;
+	size_t host = CLI_URL_MAX - 1 - strlen("http://") - strlen(GRAPH_PATH);
+
+	(void)state;
+	snprintf(in, sizeof(in), "http://%0*d", (int)host, 0);
+	assert_int_equal(cli_parse_url(in, GRAPH_PATH, out, sizeof(out)), 0);
+	assert_int_equal(strlen(out), CLI_URL_MAX - 1);
+	snprintf(in, sizeof(in), "http://%0*d", (int)host + 1, 0);
+	strcpy(out, "untouched");
+	assert_int_equal(cli_parse_url(in, GRAPH_PATH, out, sizeof(out)), -ENAMETOOLONG);
+	assert_string_equal(out, "untouched");
+
+	/* exactly sized on the heap, so that valgrind sees a write past the end */
+	small = malloc(14);
+	assert_non_null(small);
+	assert_int_equal(cli_parse_url("http://p:9090", NULL, small, 14), 0);
+	assert_string_equal(small, "http://p:9090");
+	assert_int_equal(cli_parse_url("http://p:90901", NULL, small, 14), -ENAMETOOLONG);
+	assert_int_equal(cli_parse_url("http://p:1", GRAPH_PATH, small, 14), -ENAMETOOLONG);
+	free(small);
+}
+
+enum graph_field {
+	G_PROJECTION = 1 << 0,
+	G_FORMAT = 1 << 1,
+	G_FROM = 1 << 2,
+	G_PROMETHEUS = 1 << 3,
+	G_WINDOW = 1 << 4,
+	G_OUTPUT = 1 << 5,
+};
+
+#define MAX_FROM 4
+
+struct graph_case {
+	const char *args[MAX_ARGS];
+	unsigned int set;
+	enum graph_projection projection;
+	enum graph_format format;
+	const char *from[MAX_FROM]; /* G_FROM: the list; up to the first NULL */
+	const char *prometheus;
+	unsigned int window_s; /* G_WINDOW: window_set too */
+	const char *output;
+};
+
+static void graph_str(const struct graph_options *o, char *buf, size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, "projection=%d format=%d nfrom=%zu from=[",
+				    o->projection, o->format, o->nfrom);
+
+	for (size_t i = 0; i < o->nfrom && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? "," : "", o->from[i]);
+	if (n < len)
+		snprintf(buf + n, len - n,
+			 "] prometheus=%s window_s=%u window_set=%d output=%.300s", o->prometheus,
+			 o->window_s, o->window_set, o->output);
+}
+
+static void graph_want(const struct graph_case *c, struct graph_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->projection = c->set & G_PROJECTION ? c->projection : GRAPH_PROJECT_PROCESS;
+	o->format = c->set & G_FORMAT ? c->format : GRAPH_FORMAT_TABLE;
+	o->window_s = 300;
+	if (c->set & G_WINDOW) {
+		o->window_s = c->window_s;
+		o->window_set = true;
+	}
+	if (c->set & G_PROMETHEUS)
+		strcpy(o->prometheus, c->prometheus);
+	if (c->set & G_OUTPUT)
+		strcpy(o->output, c->output);
+	for (size_t i = 0; c->set & G_FROM && i < MAX_FROM && c->from[i]; i++)
+		strcpy(o->from[o->nfrom++], c->from[i]);
+	if (!o->nfrom && !o->prometheus[0])
+		strcpy(o->from[o->nfrom++], "http://127.0.0.1:9977/api/v1/graph");
+}
+
+static void test_graph_defaults(void **state)
+{
+	const char *const none[] = { NULL };
+	struct graph_options o;
+	struct argv_buf a;
+	char err[ERR_LEN];
+
+	(void)state;
+	argv_build(&a, "graph", none);
+	assert_int_equal(cli_parse_graph(a.argc, a.argv, &o, err, sizeof(err)), CLI_OK);
+	argv_free(&a);
+	assert_int_equal(o.projection, GRAPH_PROJECT_PROCESS);
+	assert_int_equal(o.format, GRAPH_FORMAT_TABLE);
+	assert_int_equal(o.nfrom, 1);
+	assert_string_equal(o.from[0], "http://127.0.0.1:9977/api/v1/graph");
+	assert_string_equal(o.prometheus, "");
+	assert_int_equal(o.window_s, 300);
+	assert_false(o.window_set);
+	assert_string_equal(o.output, "");
+}
+
+static void test_graph_options(void **state)
+{
+	static const struct graph_case cases[] = {
+		{ .args = { "-p", "type" }, .set = G_PROJECTION, .projection = GRAPH_PROJECT_TYPE },
+		{ .args = { "--projection=host" },
+		  .set = G_PROJECTION,
+		  .projection = GRAPH_PROJECT_HOST },
+		{ .args = { "--projection", "process" },
+		  .set = G_PROJECTION,
+		  .projection = GRAPH_PROJECT_PROCESS },
+		{ .args = { "-f", "json" }, .set = G_FORMAT, .format = GRAPH_FORMAT_JSON },
+		{ .args = { "--format", "dot" }, .set = G_FORMAT, .format = GRAPH_FORMAT_DOT },
+		{ .args = { "-fsvg" }, .set = G_FORMAT, .format = GRAPH_FORMAT_SVG },
+		{ .args = { "--format=table" }, .set = G_FORMAT, .format = GRAPH_FORMAT_TABLE },
+		{ .args = { "-o", "g.svg" }, .set = G_OUTPUT, .output = "g.svg" },
+		{ .args = { "--output=/tmp/x y" }, .set = G_OUTPUT, .output = "/tmp/x y" },
+		{ .args = { "--from", "http://h:9977" },
+		  .set = G_FROM,
+		  .from = { "http://h:9977/api/v1/graph" } },
+		{ .args = { "--from=https://h/g" }, .set = G_FROM, .from = { "https://h/g" } },
+		{ .args = { "--from", "http://a:1,http://b:2/" },
+		  .set = G_FROM,
+		  .from = { "http://a:1/api/v1/graph", "http://b:2/api/v1/graph" } },
+		{ .args = { "--from", "http://a:1", "--from", "http://b:2,http://c:3" },
+		  .set = G_FROM,
+		  .from = { "http://a:1/api/v1/graph", "http://b:2/api/v1/graph",
+			    "http://c:3/api/v1/graph" } },
+		{ .args = { "--prometheus", "http://p:9090" },
+		  .set = G_PROMETHEUS,
+		  .prometheus = "http://p:9090" },
+		{ .args = { "--prometheus=http://p:9090/" },
+		  .set = G_PROMETHEUS,
+		  .prometheus = "http://p:9090" },
+		{ .args = { "--prometheus", "http://p:9090", "--window", "15m" },
+		  .set = G_PROMETHEUS | G_WINDOW,
+		  .prometheus = "http://p:9090",
+		  .window_s = 900 },
+		{ .args = { "--window", "1s" }, .set = G_WINDOW, .window_s = 1 },
+		{ .args = { "--window=2h" }, .set = G_WINDOW, .window_s = 7200 },
+		{ .args = { "--window", "90" }, .set = G_WINDOW, .window_s = 90 },
+		{ .args = { "--window", "300000ms" }, .set = G_WINDOW, .window_s = 300 },
+		/* accepted with --from; the command notes that it changes nothing */
+		{ .args = { "--from", "http://a:1", "--window", "1m" },
+		  .set = G_FROM | G_WINDOW,
+		  .from = { "http://a:1/api/v1/graph" },
+		  .window_s = 60 },
+		{ .args = { "-p", "type", "-p", "host" }, /* the last one wins */
+		  .set = G_PROJECTION,
+		  .projection = GRAPH_PROJECT_HOST },
+		{ .args = { "-ptype", "-fjson", "--prometheus", "http://p:9090", "--window", "10m",
+			    "-o", "g.json" },
+		  .set = G_PROJECTION | G_FORMAT | G_PROMETHEUS | G_WINDOW | G_OUTPUT,
+		  .projection = GRAPH_PROJECT_TYPE,
+		  .format = GRAPH_FORMAT_JSON,
+		  .prometheus = "http://p:9090",
+		  .window_s = 600,
+		  .output = "g.json" },
+		{ .args = { "--" } },
+	};
+	static char got_s[4096], want_s[4096];
+	int failures = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		static struct graph_options got, want; /* 64 KiB each */
+		char err[ERR_LEN] = "";
+		struct argv_buf a;
+		enum cli_result r;
+
+		argv_build(&a, "graph", cases[i].args);
+		r = cli_parse_graph(a.argc, a.argv, &got, err, sizeof(err));
+		argv_free(&a);
+		graph_want(&cases[i], &want);
+		graph_str(&want, want_s, sizeof(want_s));
+		if (r != CLI_OK) {
+			print_error("graph %s: expected CLI_OK, got %s \"%s\"\n",
+				    args_str(cases[i].args), result_str(r), err);
+			failures++;
+			continue;
+		}
+		graph_str(&got, got_s, sizeof(got_s));
+		if (strcmp(got_s, want_s)) {
+			print_error("graph %s:\n  expected %s\n  got      %s\n",
+				    args_str(cases[i].args), want_s, got_s);
+			failures++;
+		}
+	}
+	if (failures)
+		fail_msg("%d of %zu graph option cases failed", failures, ARRAY_SIZE(cases));
+}
+
+static enum cli_result parse_graph(int argc, char **argv, char *err, size_t errlen)
+{
+	static struct graph_options o;
+
+	return cli_parse_graph(argc, argv, &o, err, errlen);
+}
+
+static void test_graph_errors(void **state)
+{
+	static const struct result_case cases[] = {
+		{ { "--help" }, HELP },
+		{ { "-h" }, HELP },
+		{ { "-p", "type", "--help" }, HELP },
+		{ { "--projection", "pod" },
+		  ERROR_IS("--projection: 'pod' is not process, type or host") },
+		{ { "-p", "" }, ERROR_IS("--projection: '' is not process, type or host") },
+		{ { "-p", "Process" }, ERROR_HAS("'Process'") },
+		{ { "--format", "png" },
+		  ERROR_IS("--format: 'png' is not table, json, dot or svg") },
+		{ { "-f", "JSON" }, ERROR_HAS("--format: 'JSON'") },
+		{ { "--from", "ftp://h" },
+		  ERROR_IS("--from: 'ftp://h' is not an http:// or https:// URL") },
+		{ { "--from", "127.0.0.1:9977" }, ERROR_HAS("--from: '127.0.0.1:9977' is not") },
+		{ { "--from", "http://a:1,ftp://b" }, ERROR_HAS("--from: 'ftp://b' is not") },
+		{ { "--from", "http://h?x" }, ERROR_HAS("--from: 'http://h?x' is not") },
+		{ { "--from", "" }, ERROR_IS("--from: an empty URL in ''") },
+		{ { "--from", "http://a:1," }, ERROR_IS("--from: an empty URL in 'http://a:1,'") },
+		{ { "--from", ",http://a:1" }, ERROR_HAS("an empty URL") },
+		{ { "--from", "http://a:1,,http://b:2" }, ERROR_HAS("an empty URL") },
+		{ { "--from", "http://a\n" }, ERROR_HAS("--from: 'http://a?' is not") },
+		{ { "--prometheus", "p:9090" },
+		  ERROR_HAS("--prometheus: 'p:9090' is not an http:// or https:// base URL") },
+		{ { "--prometheus", "http://p:9090/?x=1" }, ERROR_HAS("--prometheus: 'http://p") },
+		{ { "--prometheus", "" }, ERROR_HAS("--prometheus: ''") },
+		{ { "--window", "0" },
+		  ERROR_IS("--window: '0' is not a duration in whole seconds of at least 1s") },
+		{ { "--window", "500ms" }, ERROR_HAS("--window: '500ms'") },
+		{ { "--window", "1500ms" }, ERROR_HAS("--window: '1500ms'") },
+		{ { "--window", "5x" }, ERROR_HAS("--window: '5x'") },
+		{ { "--window", "-5m" }, ERROR_HAS("--window: '-5m'") },
+		{ { "--window", "" }, ERROR_HAS("--window: ''") },
+		{ { "--from", "http://a:1", "--prometheus", "http://p:9090" },
+		  ERROR_IS("--from and --prometheus cannot be used together") },
+		{ { "--prometheus", "http://p:9090", "--from", "http://a:1" },
+		  ERROR_IS("--from and --prometheus cannot be used together") },
+		{ { "-o", "" }, ERROR_IS("--output: '' is not a file name") },
+		{ { "--projection" }, ERROR_HAS("'--projection'") },
+		{ { "-p" }, ERROR_HAS("'-p'") },
+		{ { "--format" }, ERROR_HAS("'--format'") },
+		{ { "-f" }, ERROR_HAS("'-f'") },
+		{ { "-o" }, ERROR_HAS("'-o'") },
+		{ { "--from" }, ERROR_HAS("'--from'") },
+		{ { "--prometheus" }, ERROR_HAS("'--prometheus'") },
+		{ { "--window" }, ERROR_HAS("'--window'") },
+		{ { "--bogus" }, ERROR_IS("unknown option '--bogus'") },
+		{ { "-x" }, ERROR_IS("unknown option '-x'") },
+		{ { "-v" }, ERROR_IS("unknown option '-v'") },
+		{ { "--json" }, ERROR_IS("unknown option '--json'") },
+		{ { "--listen", "1.2.3.4:5" }, ERROR_IS("unknown option '--listen'") },
+		{ { "--help=x" }, ERROR_HAS("--help") },
+		{ { "foo" }, ERROR_IS("unexpected argument 'foo'") },
+		{ { "http://a:1" }, ERROR_IS("unexpected argument 'http://a:1'") },
+		{ { "-p", "type", "foo" }, ERROR_IS("unexpected argument 'foo'") },
+	};
+	int failures;
+
+	(void)state;
+	failures = check_results("graph", parse_graph, cases, ARRAY_SIZE(cases));
+	if (failures)
+		fail_msg("%d of %zu graph error cases failed", failures, ARRAY_SIZE(cases));
+}
+
+/* --from takes up to CLI_GRAPH_MAX_SOURCES agents, in one list or several */
+static void test_graph_many_sources(void **state)
+{
+	static struct graph_options o;
+	char list[CLI_GRAPH_MAX_SOURCES * 16 + 16], err[ERR_LEN] = "";
+	char *argv[] = { "graph", "--from", list, NULL };
+	size_t n = 0;
+
+	(void)state;
+	for (int i = 0; i < CLI_GRAPH_MAX_SOURCES; i++)
+		n += (size_t)snprintf(list + n, sizeof(list) - n, "%shttp://h%d", i ? "," : "", i);
+	assert_int_equal(cli_parse_graph(3, argv, &o, err, sizeof(err)), CLI_OK);
+	assert_int_equal(o.nfrom, CLI_GRAPH_MAX_SOURCES);
+	assert_string_equal(o.from[CLI_GRAPH_MAX_SOURCES - 1], "http://h255/api/v1/graph");
+	snprintf(list + n, sizeof(list) - n, ",http://one-more");
+	assert_int_equal(cli_parse_graph(3, argv, &o, err, sizeof(err)), CLI_ERROR);
+	assert_string_equal(err, "--from: more than 256 agents");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1097,6 +1439,12 @@ int main(void)
 		cmocka_unit_test(test_io_errors),
 		cmocka_unit_test(test_place_options),
 		cmocka_unit_test(test_place_errors),
+		cmocka_unit_test(test_url),
+		cmocka_unit_test(test_url_length),
+		cmocka_unit_test(test_graph_defaults),
+		cmocka_unit_test(test_graph_options),
+		cmocka_unit_test(test_graph_errors),
+		cmocka_unit_test(test_graph_many_sources),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
