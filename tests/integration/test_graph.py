@@ -163,6 +163,9 @@ def main():
     try:
         t = Topology(cleanup)
         runner.run("graph: each agent's ends (--netns), exact", test_agent_ends, t)
+        runner.run("graph: plumb graph --from three agents", test_graph_from_agents, t)
+        runner.run("graph: plumb graph --prometheus, across hosts", test_graph_from_prometheus,
+                   t)
     except Exception as e:
         runner.failed += 1
         print(f"FAIL setup: {e}")
