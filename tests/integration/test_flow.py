@@ -15,8 +15,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (Agent, Cleanup, Hosts, Runner, assert_within, free_port,  # noqa: E402
-                 make_cgroup,
+from lib import (PLUMB, Agent, Cleanup, Hosts, Runner, assert_within,  # noqa: E402
+                 free_port, make_cgroup,
                  remove_cgroup, require_root, select, settle, value)
 
 FLOWWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flowwork.py")
@@ -91,6 +91,21 @@ def graph_ends(agent, pids, want, timeout=10):
         time.sleep(0.3)
 
 
+def graph_edge(agent, client, server, protocol, port, tx, rx, conns):
+    """plumb graph --from the agent: the edge client -> server (pids) carries exactly these."""
+    r = subprocess.run([PLUMB, "graph", "--from", f"http://127.0.0.1:{agent.port}",
+                        "--format", "json"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, f"plumb graph: {r.returncode} {r.stderr}"
+    doc = json.loads(r.stdout)
+    pids = {v["id"]: v.get("pid") for v in doc["vertices"]}
+    got = [e for e in doc["edges"] if pids.get(e["source"]) == client
+           and pids.get(e["target"]) == server and e["protocol"] == protocol]
+    want = [{"protocol": protocol, "port": port, "tx_bytes": tx, "rx_bytes": rx,
+             "connections": conns}]
+    got = [{k: e[k] for k in want[0]} for e in got]
+    assert got == want, f"edge {client} -> {server}: expected {want}, got {got}"
+
+
 def test_udp(agent, cleanup):
     """UDP over loopback, an unconnected client (sendto/recvfrom) and server: both ends' flows
     exact, one flow each, the server's port as peer_port, and the graph pairs the processes."""
@@ -110,6 +125,7 @@ def test_udp(agent, cleanup):
              peer_pid=s.pid, local_addr=""),
         dict(end, pid=s.pid, role="server", tx_bytes=50 * 333, rx_bytes=50 * 1400,
              peer_pid=c.pid)])
+    graph_edge(agent, c.pid, s.pid, "udp", port, 50 * 1400, 50 * 333, 1)
 
 
 def test_unix(agent, cleanup, tmpdir):
@@ -131,6 +147,7 @@ def test_unix(agent, cleanup, tmpdir):
         dict(end, pid=c.pid, role="client", tx_bytes=15000, rx_bytes=3 * 777, peer_pid=s.pid),
         dict(end, pid=s.pid, role="server", tx_bytes=3 * 777, rx_bytes=15000,
              peer_pid=c.pid)])
+    graph_edge(agent, c.pid, s.pid, "unix", 0, 15000, 3 * 777, 3)
 
 
 def test_tcp_loopback_exact(agent, cleanup):
@@ -173,6 +190,7 @@ def test_graph_pairs(agent, cleanup):
     procs = {p["pid"]: p for p in doc["processes"]}
     for pid, label in ((c.pid, cli), (s.pid, srv)):
         assert procs[pid]["comm"] == "python3" and procs[pid]["cgroup"] == label, procs[pid]
+    graph_edge(agent, c.pid, s.pid, "tcp", port, 6 * 22222, 6 * 999, 6)
 
 
 def test_segments(agent, cleanup):
