@@ -238,6 +238,12 @@ def main():
         with open(os.path.join(HERE, "data", "topology-hosts.json")) as f:
             hosts = json.load(f)
         rows.append(bench_one("topology (bench/data, hand-made)", graph, hosts, tmp))
+        with open(os.path.join(HERE, "data", "recorded-graph.json")) as f:
+            graph = json.load(f)
+        with open(os.path.join(HERE, "data", "recorded-hosts.json")) as f:
+            hosts = json.load(f)
+        rows.append(bench_one("recorded (bench/record-graph.py, three namespaces)", graph,
+                              hosts, tmp))
 
     bench = Bench("place", "plumb place against a genetic algorithm", intro=f"""
 `bench/place.py`. Graphs: planted-partition graphs (applications of 5-20 processes with ~4

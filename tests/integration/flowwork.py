@@ -14,6 +14,7 @@ stays where it was started).
                                                REPLY bytes back to its sender (sendto)
   flowwork.py CGDIR udpclient HOST PORT N SIZE  an unconnected socket: N times send SIZE bytes
                                                (sendto), then receive the reply (recvfrom)
+  flowwork.py CGDIR mix A/P/N/SIZE,... -        as client to each ADDR/PORT in turn
   flowwork.py CGDIR unixserver PATH - REPLY     as server, over a unix stream socket at PATH
   flowwork.py CGDIR unixclient PATH - N SIZE    as client, over a unix stream socket
 """
@@ -48,7 +49,7 @@ def main():
     cgdir, mode, host = sys.argv[1], sys.argv[2], sys.argv[3]
     port = 0 if sys.argv[4] == "-" else int(sys.argv[4])
     join(cgdir)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    family = socket.AF_INET6 if ":" in host and "/" not in host else socket.AF_INET
     if mode == "udpserver":
         reply = int(sys.argv[5])
         s = socket.socket(family, socket.SOCK_DGRAM)
@@ -63,6 +64,16 @@ def main():
         for _ in range(n):
             s.sendto(b"s" * size, (host, port))
             s.recvfrom(65536)
+        print("done", flush=True)
+    elif mode == "mix":  # HOST is a list: ADDR/PORT/N/SIZE,...: client of each in turn
+        for target in host.split(","):
+            addr, tport, n, size = target.split("/")
+            for _ in range(int(n)):
+                c = connect(addr, int(tport))
+                c.sendall(b"s" * int(size))
+                c.shutdown(socket.SHUT_WR)
+                drain(c)
+                c.close()
         print("done", flush=True)
     elif mode == "unixserver":
         reply = int(sys.argv[5])
