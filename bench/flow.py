@@ -4,8 +4,10 @@
   iperf3 over loopback, one stream, 128 KiB messages: no agent (A) against
       `--flow-bytes off` (connections only), `calls` (per-call bytes, the default on 6.3+),
       `counters` (TCP's own counters); and, for the per-call cost, 1 KiB messages in calls mode
-  nginx + wrk, one short connection per request: no agent against the default (auto)
-  per-event cost: bpf_stats run time / run count of each flow program under iperf3
+  nginx + wrk, one short connection per request: no agent against the default (auto, `calls`
+      on 6.3+), `--flow-bytes off` and `--flow-bytes counters`
+  per-event cost: bpf_stats run time / run count of each flow program under iperf3 and
+      nginx + wrk in `calls` mode, and under nginx + wrk in `counters` mode
 
 Targets (issue 4 §6): connections only >= 0.99, with bytes >= 0.98 (iperf3); connection
 churn >= 0.97. Writes bench/results/flow.md.
@@ -38,7 +40,8 @@ PAIRS = int(os.environ.get("PLUMB_BENCH_PAIRS", "5"))
 CLIENT_CPU, SERVER_CPU = "0", "1"
 OWN_CPU = []  # share of one CPU the agent's own process used, each B run
 PROGRAMS = ("flow_send", "flow_recv", "flow_state", "flow_destroy", "flow_accept4",
-            "flow_accept")
+            "flow_accept", "flow_recvmsg4", "flow_recvmsg6")
+CHURN = "nginx + wrk, a connection per request"
 
 
 def need(*tools):
@@ -228,37 +231,42 @@ def prog_stats(pid):
 
 
 def per_event(iperf, nginx):
-    """ns per run of each flow program (calls mode), under iperf3 128 KiB, 1 KiB and wrk."""
+    """ns per run of each flow program: `calls` mode under iperf3 128 KiB, 1 KiB and wrk;
+    `counters` mode under wrk. One agent per mode."""
     old = subprocess.run(["sysctl", "-n", "kernel.bpf_stats_enabled"], check=True,
                          capture_output=True, text=True).stdout.strip()
     rows = []
     subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
     try:
-        agent = FlowAgent("--flow-bytes", "calls")
-        try:
-            for label, run in (("iperf3, 128 KiB messages", lambda: iperf.run("128K")),
-                               ("iperf3, 1 KiB messages", lambda: iperf.run("1K")),
-                               ("nginx + wrk, a connection per request", nginx.run)):
-                before = prog_stats(agent.agent.proc.pid)
-                t0 = time.monotonic()
-                result = run()
-                wall = time.monotonic() - t0
-                after = prog_stats(agent.agent.proc.pid)
-                row, busy = {}, 0
-                for name in sorted(after):
-                    dt = after[name][0] - before.get(name, (0, 0))[0]
-                    dn = after[name][1] - before.get(name, (0, 0))[1]
-                    row[name] = (dt / dn if dn else None, dn)
-                    busy += dt
-                extra = {"share": busy / (wall * 1e9 * os.cpu_count()), "result": result,
-                         "per_request": (busy / nginx.last["requests"] / 1000
-                                         if label.startswith("nginx") else None)}
-                rows.append((label, row, extra))
-                print(f"  bpf_stats, {label}: " + ", ".join(
-                    f"{k} {v[0]:.0f} ns x {v[1]}" for k, v in row.items() if v[0] is not None),
-                    flush=True)
-        finally:
-            agent.stop()
+        for mode, workloads in (
+                ("calls", (("iperf3, 128 KiB messages", lambda: iperf.run("128K")),
+                           ("iperf3, 1 KiB messages", lambda: iperf.run("1K")),
+                           (CHURN, nginx.run))),
+                ("counters", ((CHURN, nginx.run),))):
+            agent = FlowAgent("--flow-bytes", mode)
+            try:
+                for label, run in workloads:
+                    before = prog_stats(agent.agent.proc.pid)
+                    t0 = time.monotonic()
+                    result = run()
+                    wall = time.monotonic() - t0
+                    after = prog_stats(agent.agent.proc.pid)
+                    row, busy = {}, 0
+                    for name in sorted(after):
+                        dt = after[name][0] - before.get(name, (0, 0))[0]
+                        dn = after[name][1] - before.get(name, (0, 0))[1]
+                        row[name] = (dt / dn if dn else None, dn)
+                        busy += dt
+                    extra = {"share": busy / (wall * 1e9 * os.cpu_count()), "result": result,
+                             "mode": mode,
+                             "per_request": (busy / nginx.last["requests"] / 1000
+                                             if label.startswith("nginx") else None)}
+                    rows.append((label, row, extra))
+                    print(f"  bpf_stats, {label} ({mode}): " + ", ".join(
+                        f"{k} {v[0]:.0f} ns x {v[1]}" for k, v in row.items()
+                        if v[0] is not None), flush=True)
+            finally:
+                agent.stop()
     finally:
         subprocess.run(["sysctl", "-q", f"kernel.bpf_stats_enabled={old}"], check=True)
     return rows
@@ -281,31 +289,41 @@ def conclusion(bench, results, events):
     rows = {r["label"]: r for kind, r in bench.sections if kind == "ab"}
     a_spread = [spread(r["a"]) for r in rows.values()]
     ratios = [y / x for r in rows.values() for x, y in zip(r["a"], r["b"])]
-    ev = {label: extra for label, _, extra in events}
-    s128 = 100 * ev["iperf3, 128 KiB messages"]["share"]
-    s1k = 100 * ev["iperf3, 1 KiB messages"]["share"]
-    churn = ev["nginx + wrk, a connection per request"]
+    ev = {(label, extra["mode"]): extra for label, _, extra in events}
+    s128 = 100 * ev["iperf3, 128 KiB messages", "calls"]["share"]
+    s1k = 100 * ev["iperf3, 1 KiB messages", "calls"]["share"]
+    churn = ev[CHURN, "calls"]
+    churn_c = ev[CHURN, "counters"]
     gap_calls = gap(results["calls"], s128)
-    gap_churn = gap(results["churn"], 100 * churn["share"])
+    gap_churn = (gap(results["churn"], 100 * churn["share"])
+                 .replace("The ratio", "The default's ratio") +
+                 gap(results["churn_counters"], 100 * churn_c["share"])
+                 .replace("The ratio", "The `counters` ratio"))
     return f"""Conclusion.
 
 - Noise first: without the agent, one case's runs spread by {100 * min(a_spread):.0f}% to
   {100 * max(a_spread):.0f}% (max - min over median), and single pairs' ratios range from
   {min(ratios):.2f} to {max(ratios):.2f}. A median ratio within a few percent of 1 is not
   resolved by {PAIRS} pairs here; the bpf_stats shares below say what the programs cost.
-- `--flow-bytes off` and `counters` run nothing per call: only per connection (state
-  changes, accept, destroy; `counters` also reads TCP's counters at destroy and per scrape).
-  On one long iperf3 stream they cost next to nothing: ratios {results['off']:.3f} and
-  {results['counters']:.3f}.
+- `--flow-bytes off` runs nothing per call: only per connection (state changes, accept,
+  destroy). `counters` takes TCP's bytes from TCP's own counters (read at ESTABLISHED, at
+  destroy and per scrape), but also runs `flow_send`/`flow_recv` on every
+  send and receive call (for UDP and unix sockets; on a TCP socket they return after reading
+  its family and protocol) and attaches the cgroup `flow_recvmsg4`/`6` (UDP receives only).
+  On one long iperf3 stream: ratios {results['off']:.3f} (`off`) and
+  {results['counters']:.3f} (`counters`).
 - `--flow-bytes calls` (the default on 6.3+) runs `flow_send`/`flow_recv` on every send and
   receive call: {s128:.1f}% of the machine's CPU time with 128 KiB messages (ratio
   {results['calls']:.3f}), {s1k:.1f}% with 1 KiB messages (ratio {results['calls1k']:.3f}).
   Its cost grows with calls, not bytes.{gap_calls}
-- Connection churn pays per connection whatever the byte mode: about
-  {churn['per_request']:.1f} µs of program time per request (both ends' state changes,
-  accept, two destroys with a ring-buffer record each, and in calls mode a send and a receive
-  per end), {100 * churn['share']:.1f}% of the CPU time; ratios {results['churn']:.3f}
-  (default) and {results['churn_off']:.3f} (`off`) against the target 0.97.{gap_churn}
+- Connection churn pays per connection whatever the byte mode. In `calls` mode about
+  {churn['per_request']:.1f} µs of program time per request (both ends' state changes, two
+  destroys with a ring-buffer record each, a send and a receive per end; no accept programs
+  in this mode), {100 * churn['share']:.1f}% of the CPU time; in `counters` mode
+  {churn_c['per_request']:.1f} µs per request (state changes, destroys, the accept
+  tracepoint, and the early-returning send/receive programs), {100 * churn_c['share']:.1f}%.
+  Ratios {results['churn']:.3f} (default), {results['churn_off']:.3f} (`off`) and
+  {results['churn_counters']:.3f} (`counters`) against the target 0.97.{gap_churn}
 - The agent's own process (user space: the ring buffer drained every 250 ms; nothing
   scraped during the runs) used at most {100 * max(OWN_CPU):.2f}% of one CPU in any B run: the
   cost is the programs', in the workload's own context."""
@@ -327,8 +345,9 @@ the agent during a run (it is scraped once after each B run, to check what it co
 iperf3: one stream over 127.0.0.1, `iperf3 -c 127.0.0.1 -l 128K -t {RUNTIME} -J`; the metric
 is the receiver's throughput (`end.sum_received.bits_per_second`), in Mbit/s. nginx + wrk:
 `wrk -t2 -c32 -d{RUNTIME}s -H "Connection: close"` against a ~630-byte static file (nginx
-answers with `Connection: close` too, `keepalive_timeout 0`): one TCP connection per request.
-Targets (issue 4 §6): iperf3 ratio >= 0.99 with connections only, >= 0.98 with bytes;
+answers with `Connection: close` too, `keepalive_timeout 0`): one TCP connection per request,
+with the default byte mode (`calls` on this kernel), `--flow-bytes off` and `--flow-bytes
+counters`. Targets (issue 4 §6): iperf3 ratio >= 0.99 with connections only, >= 0.98 with bytes;
 nginx + wrk ratio >= 0.97.""")
     try:
         bpf_stats = subprocess.run(["sysctl", "-n", "kernel.bpf_stats_enabled"],
@@ -411,6 +430,10 @@ nginx + wrk ratio >= 0.97.""")
             "nginx + wrk, a connection per request, `--flow-bytes off` (no target)", nginx.run,
             "requests/s", agent_on("--flow-bytes", "off"),
             lambda a: agent_off_nginx(a, "`--flow-bytes off`"), PAIRS)
+        results["churn_counters"] = bench.compare(
+            "nginx + wrk, a connection per request, `--flow-bytes counters` (no target)",
+            nginx.run, "requests/s", agent_on("--flow-bytes", "counters"),
+            lambda a: agent_off_nginx(a, "`--flow-bytes counters`"), PAIRS)
         timewait = list(nginx.timewait)
 
         events = per_event(iperf, nginx)
@@ -428,24 +451,31 @@ nginx + wrk ratio >= 0.97.""")
                    f"- `calls`, iperf3 1 KiB (no target; 128 times the calls per byte): "
                    f"{results['calls1k']:.3f}\n"
                    f"- connection churn, nginx + wrk: {verdict(results['churn'], 0.97)}; "
-                   f"with `--flow-bytes off` (no target): {results['churn_off']:.3f}")
+                   f"with `--flow-bytes off` (no target): {results['churn_off']:.3f}; "
+                   f"with `--flow-bytes counters` (no target): "
+                   f"{results['churn_counters']:.3f}")
         bench.text("TIME_WAIT sockets (`ss -s`) after each nginx + wrk run, in the order run: "
                    + ", ".join(map(str, timewait)) + ".")
         bench.text("What the agent counted in the B runs (a check that the programs ran; "
                    "scraped after each run):\n\n" + "\n".join(checks))
 
         lines = ["Per-event cost: `kernel.bpf_stats_enabled=1` (restored afterwards), the agent "
-                 "in `--flow-bytes calls`, one run of each workload; each flow program's "
+                 "in `--flow-bytes calls` for the first three rows and, started anew, in "
+                 "`--flow-bytes counters` for the last, one run of each workload; each flow "
+                 "program's "
                  "`run_time_ns / run_cnt` from `bpftool prog show -j` over that run. bpf_stats "
                  "brackets each run with two clock reads, which are counted in `run_time_ns` "
                  "(on this VM a clock read is not cheap: see README.md here), so these are "
                  "upper bounds of the programs' own time; the kernel's cost of calling a "
                  "program from the tracepoint is not in them. The 128 KiB and 1 KiB rows "
                  "are iperf3 runs like those above; the programs that run a handful of "
-                 "times per run (state, destroy, accept) are cold there.\n",
-                 "| workload | " + " | ".join(f"`{p}` ns/run (runs)" for p in PROGRAMS) +
+                 "times per run (state, destroy, accept) are cold there. \"—\": the "
+                 "program did not run in that workload (not attached in that mode: the "
+                 "accept ones in `calls`; or no such event: the cgroup `flow_recvmsg4`/`6` "
+                 "run on UDP receives only, and these workloads are TCP).\n",
+                 "| workload | mode | " + " | ".join(f"`{p}` ns/run (runs)" for p in PROGRAMS) +
                  " | all flow programs: share of the machine's CPU time |",
-                 "|---|" + "---|" * (len(PROGRAMS) + 1)]
+                 "|---|---|" + "---|" * (len(PROGRAMS) + 1)]
         for label, row, extra in events:
             cells = []
             for p in PROGRAMS:
@@ -454,7 +484,8 @@ nginx + wrk ratio >= 0.97.""")
             share = f"{100 * extra['share']:.1f}%"
             if extra["per_request"] is not None:
                 share += f" ({extra['per_request']:.1f} µs per request)"
-            lines.append(f"| {label} | " + " | ".join(cells) + f" | {share} |")
+            lines.append(f"| {label} | `{extra['mode']}` | " + " | ".join(cells) +
+                         f" | {share} |")
         others = sorted({k for _, row, _ in events for k in row if k not in PROGRAMS})
         if others:
             lines.append("\nThe agent's other flow programs, runs per workload: " + "; ".join(
@@ -466,7 +497,8 @@ nginx + wrk ratio >= 0.97.""")
                      "under bpf_stats on this machine (hotpath.md's floor). The kernel's dispatch "
                      "to a program is not in these numbers; flow's byte and state programs are "
                      "`tp_btf` (called directly from the tracepoint), only the accept ones "
-                     "are syscall tracepoints, whose dispatch costs ~100 ns more here.")
+                     "are syscall tracepoints, whose dispatch costs ~100 ns more here, and the "
+                     "`flow_recvmsg4`/`6` ones cgroup hooks.")
         bench.text(conclusion(bench, results, events))
         bench.text("\n".join(lines))
         bench.write()
