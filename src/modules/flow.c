@@ -9,6 +9,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <search.h>
@@ -23,6 +24,7 @@
 #include <bpf/libbpf.h>
 
 #include "clock.h"
+#include "hashtab.h"
 #include "detach.h"
 #include "log.h"
 #include "plumb.h"
@@ -44,7 +46,7 @@
  * without a peer process; a closed one stays findable this long for a late other end.
  */
 #define FLOW_PAIR_WAIT_MS 1000
-#define FLOW_PAIR_HOLD_MS 2000
+#define FLOW_PAIR_HOLD_MS 1000
 /*
  * UDP flows and unix sockets have no close the agent sees: one whose counts have not moved for
  * this long is taken out of the kernel map (its last counts read as it goes) and forgotten;
@@ -117,6 +119,8 @@ struct flow_track_key {
 
 /* A connection the agent follows: a TCP connection, a UDP (socket, peer) flow, a unix socket. */
 struct flow_track {
+	struct hnode hnode; /* in flow_state.tracks, by key */
+	struct hnode tuple_node; /* in flow_state.tuples, by tuple, while indexed */
 	struct flow_track_key key;
 	struct flow_conn conn;
 	char path[80]; /* unix: the server's address, as unix_peer_string() writes it */
@@ -133,11 +137,7 @@ struct flow_track {
 	bool peer_decided; /* peer_tgid is final (0: not on this host, or not seen in time) */
 	bool closed; /* its close event came: kept FLOW_PAIR_HOLD_MS for the other end */
 	bool indexed; /* the tuple index points at it */
-};
-
-struct flow_tuple_entry {
-	struct flow_tuple tuple;
-	struct flow_track *track; /* the newest connection with this tuple */
+	struct flow_track *closed_prev, *closed_next; /* closed ones, oldest first */
 };
 
 struct flow_listener {
@@ -153,7 +153,9 @@ struct flow_state {
 	struct flow_bpf *skel;
 	struct ring_buffer *events;
 	struct cgroup_cache *cgroups;
-	void *tracks, *aggs, *ends, *tuples; /* tsearch trees */
+	struct hashtab tracks, tuples; /* connections by key, and by 4-tuple */
+	void *aggs, *ends; /* tsearch trees */
+	struct flow_track *closed_head, *closed_tail; /* closed connections, in closing order */
 	size_t ntracks, naggs, nends, track_capacity, agg_capacity;
 	const struct netns *netns;
 	struct flow_listener listeners[FLOW_LISTENERS_MAX];
@@ -176,12 +178,6 @@ struct flow_state {
 	uint32_t own_netns;
 	uint64_t netns_full;
 };
-
-static int track_cmp(const void *a, const void *b)
-{
-	return memcmp(&((const struct flow_track *)a)->key, &((const struct flow_track *)b)->key,
-		      sizeof(struct flow_track_key));
-}
 
 static int agg_cmp(const void *a, const void *b)
 {
@@ -274,72 +270,64 @@ static void tuple_of(const struct flow_conn *c, struct flow_tuple *t)
 		t->netns = c->netns;
 }
 
-static int tuple_cmp(const void *a, const void *b)
+/* The connection the tuple index holds for this tuple (the newest with it), or NULL. */
+static struct flow_track *tuple_find(const struct flow_state *s, const struct flow_tuple *tuple)
 {
-	return memcmp(&((const struct flow_tuple_entry *)a)->tuple,
-		      &((const struct flow_tuple_entry *)b)->tuple, sizeof(struct flow_tuple));
+	uint64_t hash = hash_bytes(tuple, sizeof(*tuple));
+
+	for (struct hnode *n = s->tuples.buckets[hash & s->tuples.mask]; n; n = n->next) {
+		struct flow_track *t =
+			(struct flow_track *)((char *)n - offsetof(struct flow_track, tuple_node));
+
+		if (n->hash == hash && !memcmp(&t->tuple, tuple, sizeof(*tuple)))
+			return t;
+	}
+	return NULL;
+}
+
+static void tuple_unindex(struct flow_state *s, struct flow_track *t)
+{
+	if (!t->indexed)
+		return;
+	hashtab_remove(&s->tuples, &t->tuple_node);
+	t->indexed = false;
 }
 
 /* Makes t the connection its tuple names (the newest one, if a tuple was reused). */
 static void tuple_index(struct flow_state *s, struct flow_track *t)
 {
-	struct flow_tuple_entry *e = malloc(sizeof(*e)), **found;
+	struct flow_track *old = tuple_find(s, &t->tuple);
 
-	if (!e)
-		return;
-	e->tuple = t->tuple;
-	e->track = t;
-	found = tsearch(e, &s->tuples, tuple_cmp);
-	if (!found) {
-		free(e);
-		return;
-	}
-	if (*found != e) {
-		(*found)->track->indexed = false;
-		(*found)->track = t;
-		free(e);
-	}
+	if (old)
+		tuple_unindex(s, old);
+	hashtab_insert(&s->tuples, &t->tuple_node, hash_bytes(&t->tuple, sizeof(t->tuple)));
 	t->indexed = true;
-}
-
-static void tuple_unindex(struct flow_state *s, struct flow_track *t)
-{
-	struct flow_tuple_entry probe = { .tuple = t->tuple }, **found, *e;
-
-	if (!t->indexed)
-		return;
-	found = tfind(&probe, &s->tuples, tuple_cmp);
-	if (found && (*found)->track == t) {
-		e = *found;
-		tdelete(e, &s->tuples, tuple_cmp);
-		free(e);
-	}
-	t->indexed = false;
 }
 
 /* The connection at the other end of t on this host, if the agent follows it. */
 static struct flow_track *tuple_peer(struct flow_state *s, const struct flow_track *t)
 {
-	struct flow_tuple_entry probe, **found;
+	struct flow_tuple probe;
+	struct flow_track *found;
 
 	memset(&probe, 0, sizeof(probe));
-	memcpy(probe.tuple.laddr, t->tuple.raddr, 16);
-	memcpy(probe.tuple.raddr, t->tuple.laddr, 16);
-	probe.tuple.lport = t->tuple.rport;
-	probe.tuple.rport = t->tuple.lport;
-	probe.tuple.netns = t->tuple.netns;
-	probe.tuple.proto = t->tuple.proto;
-	found = tfind(&probe, &s->tuples, tuple_cmp);
+	memcpy(probe.laddr, t->tuple.raddr, 16);
+	memcpy(probe.raddr, t->tuple.laddr, 16);
+	probe.lport = t->tuple.rport;
+	probe.rport = t->tuple.lport;
+	probe.netns = t->tuple.netns;
+	probe.proto = t->tuple.proto;
+	found = tuple_find(s, &probe);
 	if (!found && t->conn.proto == FLOW_PROTO_UDP) {
 		/* a UDP server bound to the any address: 0.0.0.0 (IPv4-mapped) or :: */
-		memset(probe.tuple.laddr, 0, 16);
-		found = tfind(&probe, &s->tuples, tuple_cmp);
+		memset(probe.laddr, 0, 16);
+		found = tuple_find(s, &probe);
 		if (!found) {
-			probe.tuple.laddr[10] = probe.tuple.laddr[11] = 0xff;
-			found = tfind(&probe, &s->tuples, tuple_cmp);
+			probe.laddr[10] = probe.laddr[11] = 0xff;
+			found = tuple_find(s, &probe);
 		}
 	}
-	return found && (*found)->track != t ? (*found)->track : NULL;
+	return found != t ? found : NULL;
 }
 
 static int end_cmp(const void *a, const void *b)
@@ -480,11 +468,13 @@ static void track_apply(struct flow_state *s, struct flow_track *t, const struct
 static struct flow_track *track_get(struct flow_state *s, const struct flow_track_key *key,
 				    const struct flow_conn *c)
 {
-	struct flow_track probe = { .key = *key }, *t, **found;
+	uint64_t hash = hash_bytes(key, sizeof(*key));
+	struct flow_track *t;
 
-	found = tfind(&probe, &s->tracks, track_cmp);
-	if (found)
-		return *found;
+	t = (struct flow_track *)hashtab_find(&s->tracks, hash, key,
+					      offsetof(struct flow_track, key), sizeof(*key));
+	if (t)
+		return t;
 	if (s->ntracks >= s->track_capacity) {
 		s->tracks_full++;
 		return NULL;
@@ -497,10 +487,7 @@ static struct flow_track *track_get(struct flow_state *s, const struct flow_trac
 	t->conn.tx = t->conn.rx = 0;
 	t->first_ms = t->last_change_ms = monotonic_ms();
 	tuple_of(c, &t->tuple);
-	if (!tsearch(t, &s->tracks, track_cmp)) {
-		free(t);
-		return NULL;
-	}
+	hashtab_insert(&s->tracks, &t->hnode, hash);
 	s->ntracks++;
 	if (c->proto != FLOW_PROTO_UNIX)
 		tuple_index(s, t); /* unix sockets name their peer process themselves */
@@ -509,8 +496,18 @@ static struct flow_track *track_get(struct flow_state *s, const struct flow_trac
 
 static void track_drop(struct flow_state *s, struct flow_track *t)
 {
+	if (t->closed) {
+		if (t->closed_prev)
+			t->closed_prev->closed_next = t->closed_next;
+		else
+			s->closed_head = t->closed_next;
+		if (t->closed_next)
+			t->closed_next->closed_prev = t->closed_prev;
+		else
+			s->closed_tail = t->closed_prev;
+	}
 	tuple_unindex(s, t);
-	tdelete(t, &s->tracks, track_cmp);
+	hashtab_remove(&s->tracks, &t->hnode);
 	free(t);
 	s->ntracks--;
 }
@@ -529,11 +526,33 @@ static int handle_close(void *ctx, void *data, size_t len)
 	if (!t || t->closed)
 		return 0;
 	track_apply(s, t, &e->conn, true);
-	/* kept a little for its graph end and the other end's pairing: see flow_read() */
+	/* kept a little for its graph end and the other end's pairing: see closed_expire() */
 	t->closed = true;
 	t->closed_ms = monotonic_ms();
+	t->closed_prev = s->closed_tail;
+	t->closed_next = NULL;
+	if (s->closed_tail)
+		s->closed_tail->closed_next = t;
+	else
+		s->closed_head = t;
+	s->closed_tail = t;
 	end_apply(s, t, t->closed_ms);
 	return 0;
+}
+
+/*
+ * On every tick, not only at reads (scrapes may be far apart while thousands of connections
+ * close each second): closed connections held FLOW_PAIR_HOLD_MS go, oldest first, their
+ * graph ends applied a last time (a peer that never came: applied unpaired).
+ */
+static void closed_expire(struct flow_state *s, uint64_t now)
+{
+	while (s->closed_head && now - s->closed_head->closed_ms >= FLOW_PAIR_HOLD_MS) {
+		struct flow_track *t = s->closed_head;
+
+		end_apply(s, t, now); /* now >= first_ms + FLOW_PAIR_WAIT_MS: decides */
+		track_drop(s, t);
+	}
 }
 
 /*
@@ -684,23 +703,21 @@ static bool process_owner(struct flow_state *s, uint32_t pid, struct flow_conn *
 static struct flow_track *owner_wanted[FLOW_OWNER_WANTED];
 static size_t owner_nwanted;
 
-static void owner_visit(const void *node, VISIT which, int depth)
-{
-	struct flow_track *t = *(struct flow_track *const *)node;
-
-	(void)depth;
-	if ((which == postorder || which == leaf) && !t->conn.tgid && t->conn.ino &&
-	    owner_nwanted < FLOW_OWNER_WANTED)
-		owner_wanted[owner_nwanted++] = t;
-}
-
 static void owners_find(struct flow_state *s)
 {
 	struct dirent *p, *fd;
+	struct hnode *n;
 	DIR *proc, *fds;
+	size_t b;
 
 	owner_nwanted = 0;
-	twalk(s->tracks, owner_visit);
+	hashtab_for_each(&s->tracks, b, n)
+	{
+		struct flow_track *t = (struct flow_track *)n;
+
+		if (!t->conn.tgid && t->conn.ino && owner_nwanted < FLOW_OWNER_WANTED)
+			owner_wanted[owner_nwanted++] = t;
+	}
 	if (!owner_nwanted || monotonic_ms() - s->last_owner_scan_ms < FLOW_OWNER_SCAN_MS)
 		return;
 	s->last_owner_scan_ms = monotonic_ms();
@@ -747,25 +764,20 @@ static size_t sweep_n;
 static uint64_t sweep_now;
 
 /*
- * After each read: every connection's graph end is brought up to date; a closed connection
- * goes once its peer is decided and FLOW_PAIR_HOLD_MS have passed; a live one absent from two
- * reads in a row lost its close event and goes.
+ * After each read: every live connection's graph end is brought up to date (closed ones are
+ * closed_expire()'s); a UDP flow or unix socket idle for FLOW_IDLE_MS goes; a TCP connection
+ * absent from two reads in a row lost its close event and goes.
  */
-static void sweep_visit(const void *node, VISIT which, int depth)
+static void sweep_visit(struct flow_track *t)
 {
-	struct flow_track *t = *(struct flow_track *const *)node;
 	bool stale;
 
-	(void)depth;
-	if (which != postorder && which != leaf)
+	if (t->closed)
 		return;
 	end_apply(sweep_state, t, sweep_now);
-	if (sweep_state->netnses && t->key.proto == FLOW_PROTO_TCP && !t->closed)
+	if (sweep_state->netnses && t->key.proto == FLOW_PROTO_TCP)
 		netns_want(sweep_state, t->conn.netns, t->conn.tgid, sweep_now);
-	if (t->closed)
-		stale = sweep_now - t->closed_ms >= FLOW_PAIR_HOLD_MS &&
-			(t->peer_decided || sweep_now - t->closed_ms >= 2 * FLOW_PAIR_HOLD_MS);
-	else if (t->key.proto != FLOW_PROTO_TCP && sweep_now - t->last_change_ms >= FLOW_IDLE_MS)
+	if (t->key.proto != FLOW_PROTO_TCP && sweep_now - t->last_change_ms >= FLOW_IDLE_MS)
 		stale = true;
 	else
 		stale = t->read_gen + 2 <= sweep_state->read_gen;
@@ -925,8 +937,11 @@ static void flow_read(struct flow_state *s)
 	sweep_state = s;
 	sweep_now = monotonic_ms();
 	do {
+		struct hnode *n;
+		size_t b;
+
 		sweep_n = 0;
-		twalk(s->tracks, sweep_visit);
+		hashtab_for_each(&s->tracks, b, n) sweep_visit((struct flow_track *)n);
 		for (size_t i = 0; i < sweep_n; i++) {
 			if (sweep_victims[i]->key.proto != FLOW_PROTO_TCP)
 				track_retire(s, sweep_victims[i]);
@@ -940,6 +955,7 @@ static int flow_tick(struct plumb_module *m)
 	struct flow_state *s = m->priv;
 
 	ring_buffer__consume(s->events);
+	closed_expire(s, monotonic_ms());
 	return 0;
 }
 
@@ -1304,10 +1320,15 @@ static void flow_unload(struct plumb_module *m)
 				       sizeof(s->skel->links) / sizeof(struct bpf_link *));
 	flow_bpf__destroy(s->skel);
 	cgroup_cache_free(s->cgroups);
-	tdestroy(s->tracks, free);
+	for (size_t b = 0; s->tracks.buckets && b <= s->tracks.mask; b++)
+		for (struct hnode *n = s->tracks.buckets[b], *next; n; n = next) {
+			next = n->next;
+			free(n);
+		}
+	free(s->tracks.buckets);
+	free(s->tuples.buckets);
 	tdestroy(s->aggs, free);
 	tdestroy(s->ends, free);
-	tdestroy(s->tuples, free);
 	for (size_t i = 0; s->netnses && i < s->nnetns; i++)
 		netns_close(&s->netnses[i].ns);
 	free(s->netnses);
@@ -1493,7 +1514,8 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 	s->track_capacity = cfg->flow_capacity;
 	s->agg_capacity = cfg->flow_capacity;
 	s->cgroups = cgroup_cache_new(cfg->cgroup_root, 4096);
-	if (!s->cgroups) {
+	if (!s->cgroups || hashtab_init(&s->tracks, s->track_capacity) ||
+	    hashtab_init(&s->tuples, s->track_capacity)) {
 		err = -ENOMEM;
 		snprintf(m->error, sizeof(m->error), "out of memory");
 		goto out_unload;

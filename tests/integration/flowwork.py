@@ -36,6 +36,23 @@ def connect(host, port):
     return c
 
 
+def serve(srv, reply):
+    """Accept forever: read each connection to EOF, send reply bytes, close."""
+    print("listening", flush=True)
+    while True:
+        c, _ = srv.accept()
+        drain(c)
+        c.sendall(b"r" * reply)
+        c.close()
+
+
+def exchange(c, size):
+    """Send size bytes, half-close, read the reply to EOF; the socket stays open."""
+    c.sendall(b"s" * size)
+    c.shutdown(socket.SHUT_WR)
+    drain(c)
+
+
 def drain(c):
     n = 0
     while True:
@@ -70,9 +87,7 @@ def main():
             addr, tport, n, size = target.split("/")
             for _ in range(int(n)):
                 c = connect(addr, int(tport))
-                c.sendall(b"s" * int(size))
-                c.shutdown(socket.SHUT_WR)
-                drain(c)
+                exchange(c, int(size))
                 c.close()
         print("done", flush=True)
     elif mode == "unixserver":
@@ -80,20 +95,13 @@ def main():
         srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         srv.bind(host)
         srv.listen(128)
-        print("listening", flush=True)
-        while True:
-            c, _ = srv.accept()
-            drain(c)
-            c.sendall(b"r" * reply)
-            c.close()
+        serve(srv, reply)
     elif mode == "unixclient":
         n, size = int(sys.argv[5]), int(sys.argv[6])
         for _ in range(n):
             c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             c.connect(host)
-            c.sendall(b"s" * size)
-            c.shutdown(socket.SHUT_WR)
-            drain(c)
+            exchange(c, size)
             c.close()
         print("done", flush=True)
     elif mode == "server":
@@ -103,21 +111,14 @@ def main():
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         srv.bind((host, port))
         srv.listen(1024)
-        print("listening", flush=True)
-        while True:
-            c, _ = srv.accept()
-            drain(c)
-            c.sendall(b"r" * reply)
-            c.close()
+        serve(srv, reply)
     elif mode == "client":
         n, size = int(sys.argv[5]), int(sys.argv[6])
         tcpinfo = len(sys.argv) > 7 and sys.argv[7] == "tcpinfo"
         segs = [0, 0]
         for _ in range(n):
             c = connect(host, port)
-            c.sendall(b"s" * size)
-            c.shutdown(socket.SHUT_WR)
-            drain(c)
+            exchange(c, size)
             if tcpinfo:  # final: the peer's FIN is in and acked, close() sends nothing more
                 info = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
                 segs[0] += int.from_bytes(info[136:140], "little")  # tcpi_segs_out

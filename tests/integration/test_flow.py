@@ -337,6 +337,28 @@ def test_cgroup_grace(cleanup):
     agent.stop()
 
 
+def test_churn_without_scrapes(cleanup):
+    """Closed connections leave the agent's table on its own tick, not only when it is
+    scraped: 2 x 1,000 short connections 4 s apart, no scrape in between, with room for
+    fewer than 4,000 ends (--flow-capacity 2048): none lost, all counted."""
+    agent = Agent(cleanup, "--modules", "flow", "--flow-capacity", "2048",
+                  wait_for_module=False)
+    settle(agent, lambda m: value(m, "plumb_module_up", module="flow") == 1)
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/churn-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/churn-cli")
+    port = free_port()
+    server(cleanup, cgs, "127.0.0.1", port, 10)
+    run_client(cgc, "127.0.0.1", port, 1000, 100)
+    time.sleep(4)
+    run_client(cgc, "127.0.0.1", port, 1000, 100)
+    check_pair(agent, cli, srv, port, 2000, 100, 10)
+    m = agent.metrics()
+    lost = {dict(k)["reason"]: v for k, v in select(m, "plumb_events_lost_total",
+                                                     module="flow").items() if v}
+    assert not lost, f"lost: {lost}"
+    agent.stop()
+
+
 def test_full_map_counted(cleanup):
     """A kernel map too small for the connections counts every one it cannot follow."""
     cgs, _ = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/full-srv")
@@ -408,6 +430,8 @@ def main():
         runner.run("flow: connections only", test_connections_only, cleanup)
         runner.run("flow: removed cgroup kept for the grace period", test_cgroup_grace, cleanup)
         runner.run("flow: a full map counts what it loses", test_full_map_counted, cleanup)
+        runner.run("flow: churn with no scrape for 4 s loses nothing", test_churn_without_scrapes,
+                   cleanup)
     except Exception as e:
         runner.failed += 1
         print(f"FAIL setup: {e}")
