@@ -8,6 +8,7 @@
 #ifndef PLUMB_HASHTAB_H
 #define PLUMB_HASHTAB_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,7 @@ static inline int hashtab_init(struct hashtab *h, size_t capacity)
 		n <<= 1;
 	h->buckets = calloc(n, sizeof(*h->buckets));
 	h->mask = n - 1;
-	return h->buckets ? 0 : -12;
+	return h->buckets ? 0 : -ENOMEM;
 }
 
 static inline void hashtab_insert(struct hashtab *h, struct hnode *node, uint64_t hash)

@@ -383,6 +383,38 @@ def test_full_map_counted(cleanup):
     agent.stop()
 
 
+DGRAM_UNIX_FLOOD = """
+import socket
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for port in range(40000, 40012):  # 12 UDP flows: one socket, 12 peers
+    u.sendto(b"x", ("127.0.0.1", port))
+pairs = [socket.socketpair() for _ in range(6)]  # 12 unix sockets
+for a, b in pairs:
+    a.send(b"y")
+    b.send(b"z")
+"""
+
+
+def test_dgram_unix_full_counted(cleanup):
+    """flow_dgram and flow_unix (--flow-capacity / 4 each: 4 entries) count what they cannot
+    hold: 12 UDP flows and 12 unix sockets, at least 8 of each lost, the maps within bounds."""
+    agent = Agent(cleanup, "--modules", "flow", "--flow-capacity", "16", wait_for_module=False)
+    m = settle(agent, lambda m: value(m, "plumb_module_up", module="flow") == 1)
+    if "UDP off" in agent.output():
+        raise AssertionError("UDP is off on this kernel: " + agent.output())
+    r = subprocess.run([sys.executable, "-c", DGRAM_UNIX_FLOOD], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    m = settle(agent, lambda m: value(m, "plumb_events_lost_total", module="flow",
+                                      reason="dgram_full") >= 8
+               and value(m, "plumb_events_lost_total", module="flow", reason="unix_full") >= 8)
+    for reason, bound in (("dgram_full", "flow_dgram"), ("unix_full", "flow_unix")):
+        lost = value(m, "plumb_events_lost_total", module="flow", reason=reason)
+        assert lost >= 8, f"{reason}: {lost} counted, expected at least 12 - 4"
+        assert value(m, "plumb_map_capacity", module="flow", map=bound) == 4, bound
+        assert value(m, "plumb_map_entries", module="flow", map=bound) <= 4, bound
+    agent.stop()
+
+
 def main():
     require_root()
     runner = Runner()
@@ -430,6 +462,8 @@ def main():
         runner.run("flow: connections only", test_connections_only, cleanup)
         runner.run("flow: removed cgroup kept for the grace period", test_cgroup_grace, cleanup)
         runner.run("flow: a full map counts what it loses", test_full_map_counted, cleanup)
+        runner.run("flow: full UDP and unix maps count what they lose",
+                   test_dgram_unix_full_counted, cleanup)
         runner.run("flow: churn with no scrape for 4 s loses nothing", test_churn_without_scrapes,
                    cleanup)
     except Exception as e:

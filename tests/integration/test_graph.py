@@ -14,7 +14,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (PLUMB, Agent, Cleanup, Hosts, Prometheus, Runner, make_cgroup,  # noqa: E402
+from lib import (PLUMB, Agent, Cleanup, Hosts, Prometheus, Runner, free_port,  # noqa: E402
+                 make_cgroup,
                  require_root, settle, sh, value)
 
 FLOWWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flowwork.py")
@@ -156,11 +157,24 @@ def test_graph_from_prometheus(t):
     check_edges(hosts, lambda h: f"host{h + 1}", "host2", False)
 
 
+def test_bad_netns():
+    """--netns naming no namespace, or a file that is not one: one line, exit 1."""
+    for arg, want in (("plumb-no-such-ns", "cannot open /run/netns/plumb-no-such-ns"),
+                      ("/etc/hostname", "is not a network namespace")):
+        r = subprocess.run([PLUMB, "agent", "--modules", "flow", "--netns", arg,
+                            "--listen", f"127.0.0.1:{free_port()}"], capture_output=True, text=True,
+                           timeout=30)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 1 and len(lines) == 1 and want in lines[0], \
+            f"--netns {arg}: exit {r.returncode}, stderr {r.stderr!r}"
+
+
 def main():
     require_root()
     runner = Runner()
     cleanup = Cleanup()
     try:
+        runner.run("graph: --netns with no such namespace", test_bad_netns)
         t = Topology(cleanup)
         runner.run("graph: each agent's ends (--netns), exact", test_agent_ends, t)
         runner.run("graph: plumb graph --from three agents", test_graph_from_agents, t)
