@@ -159,16 +159,41 @@ static __always_inline struct file *fd_to_file(struct task_struct *task, long fd
 	return file;
 }
 
+/*
+ * 6.2+: a typed, read-only view of a pointer read from memory, so the file's inode and mount
+ * are plain loads instead of bpf_probe_read_kernel() calls (measured: ~30-45 ns less per
+ * counted call, bench/hotpath.c). Where the kernel lacks it (6.1) libbpf resolves the weak
+ * symbol to 0, the verifier drops the branch, and the probe reads remain.
+ */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+#ifndef bpf_ksym_exists /* libbpf 1.2+ */
+#define bpf_ksym_exists(sym) (!!(sym))
+#endif
+
 static __always_inline __u32 vfsmount_id(struct vfsmount *vfsmnt)
 {
 	struct mount *mnt = (void *)vfsmnt - bpf_core_field_offset(struct mount, mnt);
 
+	if (bpf_ksym_exists(bpf_rdonly_cast))
+		return ((struct mount *)bpf_rdonly_cast(mnt, bpf_core_type_id_kernel(struct mount)))
+			->mnt_id;
 	return BPF_CORE_READ(mnt, mnt_id);
 }
 
 static __always_inline __u32 file_mode_type(struct file *file)
 {
+	if (bpf_ksym_exists(bpf_rdonly_cast))
+		return ((struct file *)bpf_rdonly_cast(file, bpf_core_type_id_kernel(struct file)))
+			       ->f_inode->i_mode & S_IFMT;
 	return BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT;
+}
+
+static __always_inline struct vfsmount *file_mnt(struct file *file)
+{
+	if (bpf_ksym_exists(bpf_rdonly_cast))
+		return ((struct file *)bpf_rdonly_cast(file, bpf_core_type_id_kernel(struct file)))
+			->f_path.mnt;
+	return BPF_CORE_READ(file, f_path.mnt);
 }
 
 /* Log2 bucket such that bucket k holds v <= 2^(IO_LAT_MIN_SHIFT + k). */
@@ -315,7 +340,7 @@ static __always_inline int rw_exit(struct syscall_exit_ctx *ctx, int dir)
 		type = file_mode_type(file);
 		if (type != S_IFREG && type != S_IFBLK)
 			return 0; /* pipes, sockets, ttys: wait and flow's business */
-		mnt_id = vfsmount_id(BPF_CORE_READ(file, f_path.mnt));
+		mnt_id = vfsmount_id(file_mnt(file));
 	} else if (ret >= 0) {
 		return 0; /* closed by another thread since: nothing to attribute */
 	}
@@ -452,7 +477,7 @@ static __always_inline int open_exit(struct syscall_exit_ctx *ctx, long dirfd, c
 	type = file_mode_type(file);
 	if (type != S_IFREG && type != S_IFDIR && type != S_IFBLK)
 		return 0;
-	count_op(vfsmount_id(BPF_CORE_READ(file, f_path.mnt)),
+	count_op(vfsmount_id(file_mnt(file)),
 		 BPF_CORE_READ(file, f_mode) & FMODE_CREATED ? IO_OP_CREATE : IO_OP_OPEN, 0);
 	return 0;
 }
