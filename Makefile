@@ -82,8 +82,11 @@ test-integration: check-root all $(BUILD)/iowork
 test-kernels: check-root all $(BUILD)/iowork
 	./tests/vm/test-kernels.sh
 
-$(BUILD)/floor.bpf.o: bench/floor.bpf.c | $(BUILD)
+$(BUILD)/floor.bpf.o $(BUILD)/flow_floor.bpf.o: $(BUILD)/%.bpf.o: bench/%.bpf.c | $(BUILD)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(BUILD)/hold: bench/hold.c
+	$(CC) $(CFLAGS) $< -o $@ -lbpf -lelf -lz
 
 $(BUILD)/hotpath: bench/hotpath.c $(BUILD)/io.skel.h $(BUILD)/floor.skel.h
 	$(CC) $(CFLAGS) $< -o $@ -lbpf -lelf -lz
@@ -93,7 +96,8 @@ $(BUILD)/place_ga $(BUILD)/place_exact: $(BUILD)/%: bench/%.c $(BUILD)/libplumb.
 	$(CC) $(CFLAGS) $< $(BUILD)/libplumb.a -o $@ $(LDLIBS)
 
 bench: deps
-	$(MAKE) all $(BUILD)/hotpath $(BUILD)/place_ga $(BUILD)/place_exact
+	$(MAKE) all $(BUILD)/hotpath $(BUILD)/hold $(BUILD)/flow_floor.bpf.o $(BUILD)/place_ga \
+		$(BUILD)/place_exact
 	./bench/run-all.sh
 
 # plumb place against the GA: CPU only, no root, no BPF
@@ -111,4 +115,4 @@ format:
 clean:
 	rm -rf $(BUILD)
 
-.SECONDARY: $(BPF_OBJS) $(SKELS) $(BUILD)/floor.bpf.o $(BUILD)/floor.skel.h
+.SECONDARY: $(BPF_OBJS) $(SKELS) $(BUILD)/floor.bpf.o $(BUILD)/flow_floor.bpf.o $(BUILD)/floor.skel.h

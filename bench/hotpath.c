@@ -7,14 +7,19 @@
  * paired differences.
  *
  *   hotpath [--floor] [--no-latency] [--sample N] [--pairs N] [--calls N] TMPFS_FILE
+ *   hotpath --hold [--floor] [--no-latency]
  *
  * --floor loads bench/floor.bpf.c instead: empty programs on the same tracepoints (enter
  * programs too unless --no-latency), the kernel's own price for any program there.
+ *
+ * --hold attaches the programs and keeps them attached until SIGTERM or SIGINT (prints
+ * "attached" first): bench/overhead.py runs fio beside it for the floor's share of a workload.
  *
  * Three loops: 4 KiB pread64() of TMPFS_FILE (counted by the module), 1-byte read() of
  * /dev/zero (traced, not counted: a char device), getppid() (no program of ours).
  */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,14 +184,60 @@ static void subject_detach(struct subject *sub)
 		io_bpf__detach(sub->io);
 }
 
+/* --hold: attached until a signal; 0 when it came, 1 when the programs would not attach. */
+static int hold(struct subject *sub)
+{
+	sigset_t set;
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	if (subject_attach(sub)) {
+		fprintf(stderr, "hotpath: cannot attach\n");
+		return 1;
+	}
+	printf("attached\n");
+	fflush(stdout);
+	sigwait(&set, &sig);
+	subject_detach(sub);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	int pairs = 7, latency = 1, floor = 0, file_fd, zero_fd, i;
+	int pairs = 7, latency = 1, floor = 0, holding = 0, file_fd, zero_fd, i;
 	unsigned int sample = 1;
 	long calls = 200000;
 	double *base, *with, *diff;
 	struct subject sub = { 0 };
 
+	for (i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--hold"))
+			holding = 1;
+	for (i = 1; holding && i < argc; i++) {
+		if (!strcmp(argv[i], "--no-latency"))
+			latency = 0;
+		else if (!strcmp(argv[i], "--floor"))
+			floor = 1;
+		else if (strcmp(argv[i], "--hold"))
+			break;
+	}
+	if (holding) {
+		if (i != argc) {
+			fprintf(stderr, "usage: hotpath --hold [--floor] [--no-latency]\n");
+			return 2;
+		}
+		if (subject_load(&sub, floor, latency, sample)) {
+			fprintf(stderr, "hotpath: cannot load the BPF object\n");
+			return 1;
+		}
+		i = hold(&sub);
+		io_bpf__destroy(sub.io);
+		floor_bpf__destroy(sub.floor);
+		return i;
+	}
 	for (i = 1; i < argc - 1; i++) {
 		if (!strcmp(argv[i], "--no-latency"))
 			latency = 0;

@@ -3,6 +3,8 @@
 
   4 KiB psync random read on tmpfs        (syscall-bound: the hot path's cost shows)
   1 MiB psync sequential write on ext4    (a loop-mounted image)
+  the floor: 4 KiB random read with empty programs on the io module's exit tracepoints
+      (build/hotpath --hold --floor --no-latency): what running any program there costs fio
 
 Targets (issue 2): throughput ratio >= 0.95 for 4 KiB, >= 0.99 for 1 MiB.
 Writes bench/results/overhead.md.
@@ -20,6 +22,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "integration"))
 from ab import Bench  # noqa: E402
 from lib import Agent, Cleanup, mount_image, mount_tmpfs  # noqa: E402
+
+HOTPATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "hotpath")
 
 RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "8"))
 PAIRS = int(os.environ.get("PLUMB_BENCH_PAIRS", "5"))
@@ -70,12 +74,33 @@ Targets: ratio >= 0.95 (4 KiB random read, tmpfs) and >= 0.99 (1 MiB sequential 
                      "--ioengine=psync"])
             return j["write"]["bw_bytes"] / 2**20
 
-        verdicts = []
+        def floor_on():
+            p = subprocess.Popen([HOTPATH, "--hold", "--floor", "--no-latency"],
+                                 stdout=subprocess.PIPE, text=True)
+            line = p.stdout.readline().strip()
+            if line != "attached":
+                p.kill()
+                raise SystemExit(f"hotpath --hold: {line!r}")
+            return p
+
+        def floor_off(p):
+            p.terminate()
+            if p.wait(timeout=30):
+                raise SystemExit(f"hotpath --hold exited {p.returncode}")
+
+        floor = bench.compare("4 KiB psync randread, tmpfs (floor: empty exit programs, no "
+                              "agent)", randread, "IOPS", floor_on, floor_off, PAIRS)
+        verdicts = [f"- floor (empty programs on the same exit tracepoints, nothing counted): "
+                    f"4 KiB ratio {floor:.3f}: the kernel's price for running any program "
+                    f"there, the most the io module could reach on this machine"]
         for mode, extra in (("default: latency 1 in 16", []),
                             ("--no-io-latency", ["--no-io-latency"])):
             agent_args[2:] = extra
             r1 = bench.compare(f"4 KiB psync randread, tmpfs ({mode})", randread, "IOPS",
                                agent_on, agent_off, PAIRS)
+            # the first 1 MiB write run of each case ran 3-20x slower than the rest (after
+            # the 4 KiB case, or the image's first allocation): one unmeasured run first
+            seqwrite()
             r2 = bench.compare(f"1 MiB psync seq write, ext4 loop ({mode})", seqwrite, "MiB/s",
                                agent_on, agent_off, PAIRS)
             verdicts.append(f"- {mode}: 4 KiB ratio {r1:.3f} (target >= 0.95: "
