@@ -6,6 +6,8 @@
       `counters` (TCP's own counters); and, for the per-call cost, 1 KiB messages in calls mode
   nginx + wrk, one short connection per request: no agent against the default (auto, `calls`
       on 6.3+), `--flow-bytes off` and `--flow-bytes counters`
+  the floor: nginx + wrk with empty programs on the same tracepoints (build/hold
+      build/flow_floor.bpf.o, no agent): the kernel's price for running any program there
   per-event cost: bpf_stats run time / run count of each flow program under iperf3 and
       nginx + wrk in `calls` mode, and under nginx + wrk in `counters` mode
 
@@ -42,6 +44,7 @@ OWN_CPU = {"iperf3": [], "nginx": []}  # share of one CPU the agent's own proces
 PROGRAMS = ("flow_send", "flow_recv", "flow_state", "flow_destroy", "flow_accept4",
             "flow_accept", "flow_recvmsg4", "flow_recvmsg6")
 CHURN = "nginx + wrk, a connection per request"
+BUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build")
 
 
 def need(*tools):
@@ -323,7 +326,9 @@ def conclusion(bench, results, events):
   {churn_c['per_request']:.1f} µs per request (state changes, destroys, the accept
   tracepoint, and the early-returning send/receive programs), {100 * churn_c['share']:.1f}%.
   Ratios {results['churn']:.3f} (default), {results['churn_off']:.3f} (`off`) and
-  {results['churn_counters']:.3f} (`counters`) against the target 0.97.{gap_churn}
+  {results['churn_counters']:.3f} (`counters`) against the target 0.97; empty programs on
+  the same four tracepoints, no agent: {results['churn_floor']:.3f} (the floor: what is left
+  to the module's own work is the distance from there).{gap_churn}
 - {own_cpu_bullet()}"""
 
 
@@ -460,6 +465,25 @@ nginx + wrk ratio >= 0.97.""")
             "nginx + wrk, a connection per request, `--flow-bytes counters` (no target)",
             nginx.run, "requests/s", agent_on("--flow-bytes", "counters"),
             lambda a: agent_off_nginx(a, "`--flow-bytes counters`"), PAIRS)
+
+        def floor_on():
+            p = subprocess.Popen([os.path.join(BUILD, "hold"),
+                                  os.path.join(BUILD, "flow_floor.bpf.o")],
+                                 stdout=subprocess.PIPE, text=True)
+            line = p.stdout.readline().strip()
+            if line != "attached":
+                p.kill()
+                raise SystemExit(f"hold: {line!r}")
+            return p
+
+        def floor_off(p):
+            p.terminate()
+            if p.wait(timeout=30):
+                raise SystemExit(f"hold exited {p.returncode}")
+
+        results["churn_floor"] = bench.compare(
+            "nginx + wrk, a connection per request, floor: empty programs, no agent (no target)",
+            nginx.run, "requests/s", floor_on, floor_off, PAIRS)
         timewait = list(nginx.timewait)
 
         events = per_event(iperf, nginx)
@@ -479,7 +503,8 @@ nginx + wrk ratio >= 0.97.""")
                    f"- connection churn, nginx + wrk: {verdict(results['churn'], 0.97)}; "
                    f"with `--flow-bytes off` (no target): {results['churn_off']:.3f}; "
                    f"with `--flow-bytes counters` (no target): "
-                   f"{results['churn_counters']:.3f}")
+                   f"{results['churn_counters']:.3f}; the floor (empty programs on the same "
+                   f"tracepoints, no agent): {results['churn_floor']:.3f}")
         bench.text("TIME_WAIT sockets (`ss -s`) after each nginx + wrk run, in the order run: "
                    + ", ".join(map(str, timewait)) + ".")
         bench.text("What the agent counted in the B runs (a check that the programs ran; "
