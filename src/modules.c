@@ -8,6 +8,7 @@
 struct plumb_module *plumb_modules[] = {
 	&io_module,
 	&flow_module,
+	&sched_module,
 };
 
 const size_t plumb_module_count = sizeof(plumb_modules) / sizeof(plumb_modules[0]);

@@ -93,6 +93,7 @@ void module_attach_note(struct plumb_module *m, const char *point, const char *p
 
 extern struct plumb_module io_module;
 extern struct plumb_module flow_module;
+extern struct plumb_module sched_module;
 
 /* All modules, in the order they load and export. */
 extern struct plumb_module *plumb_modules[];

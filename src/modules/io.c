@@ -332,6 +332,15 @@ static int io_tick(struct plumb_module *m)
 		if (i == 0 || list[i]->key.cgroup_id != last_id)
 			exists = cgroup_cache_exists(s->cgroups, list[i]->key.cgroup_id);
 		last_id = list[i]->key.cgroup_id;
+		/*
+		 * A cgroup not named yet is not in the cache, which calls it gone: its grace
+		 * would start before it was removed (seen: a cgroup removed 0.5 s after its first
+		 * I/O went 2.5 s later). Unnamed, it counts as there while it is held back.
+		 */
+		if (!list[i]->cgroup[0] && now - list[i]->first_seen_ms < IO_UNRESOLVED_HOLD_MS) {
+			list[i]->gone_since_ms = 0;
+			continue;
+		}
 		if (expire_entry(s, list[i], exists, now)) {
 			tdelete(list[i], &s->entries, key_cmp);
 			free(list[i]);

@@ -290,12 +290,14 @@ static void test_modules(void **state)
 		{ "io,io", 0, 1u << 0, NULL },
 		{ "flow", 0, 1u << 1, NULL },
 		{ "flow,io", 0, (1u << 0) | (1u << 1), NULL },
-		{ "bogus", -EINVAL, 0, "unknown module 'bogus' (valid: io, flow)" },
-		{ "io,bogus", -EINVAL, 0, "unknown module 'bogus' (valid: io, flow)" },
-		{ "bogus,io", -EINVAL, 0, "unknown module 'bogus' (valid: io, flow)" },
-		{ "IO", -EINVAL, 0, "unknown module 'IO' (valid: io, flow)" },
-		{ " io", -EINVAL, 0, "unknown module ' io' (valid: io, flow)" },
-		{ "io ", -EINVAL, 0, "unknown module 'io ' (valid: io, flow)" },
+		{ "sched", 0, 1u << 2, NULL },
+		{ "sched,flow,io", 0, (1u << 0) | (1u << 1) | (1u << 2), NULL },
+		{ "bogus", -EINVAL, 0, "unknown module 'bogus' (valid: io, flow, sched)" },
+		{ "io,bogus", -EINVAL, 0, "unknown module 'bogus' (valid: io, flow, sched)" },
+		{ "bogus,io", -EINVAL, 0, "unknown module 'bogus' (valid: io, flow, sched)" },
+		{ "IO", -EINVAL, 0, "unknown module 'IO' (valid: io, flow, sched)" },
+		{ " io", -EINVAL, 0, "unknown module ' io' (valid: io, flow, sched)" },
+		{ "io ", -EINVAL, 0, "unknown module 'io ' (valid: io, flow, sched)" },
 		{ "", -EINVAL, 0, "--modules: empty list" },
 		{ ",", -EINVAL, 0, "--modules: empty list" },
 		{ ",,,", -EINVAL, 0, "--modules: empty list" },
@@ -304,9 +306,10 @@ static void test_modules(void **state)
 
 	(void)state;
 	/* the cases name bits by position in the registry */
-	assert_int_equal(plumb_module_count, 2);
+	assert_int_equal(plumb_module_count, 3);
 	assert_string_equal(plumb_modules[0]->name, "io");
 	assert_string_equal(plumb_modules[1]->name, "flow");
+	assert_string_equal(plumb_modules[2]->name, "sched");
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		char err[ERR_LEN] = "";
 		uint32_t mask = 0xdead;
@@ -629,7 +632,7 @@ static void test_agent_errors(void **state)
 		{ { "--listen", ":9977" }, ERROR_IS("--listen: ':9977' is not ADDR:PORT") },
 		{ { "-l", "::1:9977" }, ERROR_IS("--listen: '::1:9977' is not ADDR:PORT") },
 		{ { "--listen=" }, ERROR_IS("--listen: '' is not ADDR:PORT") },
-		{ { "-m", "bogus" }, ERROR_IS("unknown module 'bogus' (valid: io, flow)") },
+		{ { "-m", "bogus" }, ERROR_IS("unknown module 'bogus' (valid: io, flow, sched)") },
 		{ { "--modules", "" }, ERROR_IS("--modules: empty list") },
 		{ { "--modules", "," }, ERROR_IS("--modules: empty list") },
 		{ { "--cgroup-grace", "1x" },
