@@ -6,4 +6,5 @@ python3 bench/hotpath.py
 python3 bench/overhead.py
 python3 bench/accuracy.py
 python3 bench/flow.py
+python3 bench/sched.py
 python3 bench/place.py

@@ -11,6 +11,11 @@
  * the episode to the kind. Runnable switch-outs (preemption) return at once: the kernel's run
  * delay covers them.
  *
+ * The clock is the scheduler's own (the run queue's clock, which __schedule() and the wakeup
+ * have just updated; a wakeup's end is the task's sched_info.last_queued, stamped when it was
+ * enqueued), not bpf_ktime_get_ns(): a clock read costs ~165 ns on these VMs and a context
+ * switch would pay two. Kernels without CONFIG_FAIR_GROUP_SCHED (no se.cfs_rq) read ktime.
+ *
  * The wakeup is sched_wakeup, not sched_waking: a waker can run sched_waking while the thread
  * is still inside schedule() on another CPU, before its switch-out is traced; sched_wakeup
  * comes after try_to_wake_up() has waited for the switch-out to finish.
@@ -61,6 +66,29 @@ static __always_inline unsigned int task_state(struct task_struct *t)
 	return BPF_CORE_READ((struct task_struct___pre514 *)t, state);
 }
 
+/* The run-queue clock of the task's CPU (ns, sched_clock), or ktime where it cannot be read. */
+static __always_inline __u64 task_rq_clock(struct task_struct *t)
+{
+	struct cfs_rq *cfs;
+
+	if (!bpf_core_field_exists(t->se.cfs_rq))
+		return bpf_ktime_get_ns();
+	cfs = BPF_CORE_READ(t, se.cfs_rq);
+	return cfs ? BPF_CORE_READ(cfs, rq, clock) : 0;
+}
+
+/* When a waking task was enqueued, on the same clock: its run delay starts there. */
+static __always_inline __u64 wakeup_clock(struct task_struct *p)
+{
+	__u64 queued = 0;
+
+	if (!bpf_core_field_exists(p->se.cfs_rq))
+		return bpf_ktime_get_ns();
+	if (bpf_core_field_exists(p->sched_info))
+		queued = BPF_CORE_READ(p, sched_info.last_queued);
+	return queued ? queued : task_rq_clock(p);
+}
+
 static __always_inline void count_lost(__u32 reason)
 {
 	__u64 *n = bpf_map_lookup_elem(&sched_lost, &reason);
@@ -80,8 +108,12 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 {
 	struct sched_thread *t;
 	__u32 kind = SCHED_SLEEP;
+	__u64 now;
 
 	if (!prev_state || (prev_state & TASK_DEAD) || !task_state(prev))
+		return 0;
+	now = task_rq_clock(prev);
+	if (!now)
 		return 0;
 	t = bpf_task_storage_get(&sched_threads, prev, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!t) {
@@ -93,7 +125,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	if ((prev_state & TASK_UNINTERRUPTIBLE) && !(prev_state & TASK_NOLOAD))
 		kind = BPF_CORE_READ_BITFIELD(prev, in_iowait) ? SCHED_IOWAIT : SCHED_BLOCK;
 	t->off_kind = kind;
-	t->off_ns = bpf_ktime_get_ns();
+	t->off_ns = now;
 	return 0;
 }
 
@@ -112,17 +144,25 @@ SEC("tp_btf/sched_wakeup")
 int BPF_PROG(sched_wakeup, struct task_struct *p)
 {
 	struct sched_thread *t = bpf_task_storage_get(&sched_threads, p, NULL, 0);
+	__u64 now;
 
 	if (!t || !t->off_ns)
 		return 0;
-	off_add(t->ns, t->off_kind, bpf_ktime_get_ns() - t->off_ns);
+	now = wakeup_clock(p);
+	if (now > t->off_ns)
+		off_add(t->ns, t->off_kind, now - t->off_ns);
 	t->off_ns = 0;
 	return 0;
 }
 
-/* A thread's counts so far; an open episode counts up to now. */
+/*
+ * A thread's counts so far; an open episode counts up to now, on the clock of the CPU that
+ * reads (ours: updated when we were scheduled, so at most a tick behind).
+ */
 static __always_inline void record_fill(struct sched_record *r, struct task_struct *task)
 {
+	__u64 now;
+
 	struct sched_thread *t = bpf_task_storage_get(&sched_threads, task, NULL, 0);
 
 	r->tid = BPF_CORE_READ(task, pid);
@@ -141,8 +181,9 @@ static __always_inline void record_fill(struct sched_record *r, struct task_stru
 	r->off_ns[SCHED_SLEEP] = t->ns[SCHED_SLEEP];
 	r->off_ns[SCHED_BLOCK] = t->ns[SCHED_BLOCK];
 	r->off_ns[SCHED_IOWAIT] = t->ns[SCHED_IOWAIT];
-	if (t->off_ns)
-		off_add(r->off_ns, t->off_kind, bpf_ktime_get_ns() - t->off_ns);
+	now = task_rq_clock(bpf_get_current_task_btf());
+	if (t->off_ns && now > t->off_ns)
+		off_add(r->off_ns, t->off_kind, now - t->off_ns);
 }
 
 /* Runs in the exiting thread: its final counts, to user space (drained on the agent's tick). */

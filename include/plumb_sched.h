@@ -26,7 +26,7 @@ enum sched_lost_reason {
 
 /* Per thread, in task storage: the off-CPU time the kernel does not count itself. */
 struct sched_thread {
-	__u64 off_ns; /* bpf_ktime_get_ns() at the blocking switch-out; 0 while not off */
+	__u64 off_ns; /* run-queue clock at the blocking switch-out; 0 while not off */
 	__u64 ns[SCHED_OFF_KINDS]; /* closed episodes; SCHED_BLOCK includes SCHED_IOWAIT */
 	__u32 off_kind; /* enum sched_off of the open episode */
 	__u32 pad;

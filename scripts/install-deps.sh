@@ -11,7 +11,7 @@ fi
 
 PKGS="make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
 libmicrohttpd-dev libcmocka-dev prometheus fio curl e2fsprogs util-linux bsdutils mount iproute2
-openmpi-bin libopenmpi-dev python3 procps iperf3 nginx wrk
+openmpi-bin libopenmpi-dev python3 procps iperf3 nginx wrk stress-ng redis-server redis-tools
 qemu-system-x86 busybox-static xz-utils zstd libjson-c-dev libcurl4-openssl-dev libmetis-dev graphviz"
 
 missing=""
@@ -42,5 +42,11 @@ if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet nginx 2>/
 	systemctl stop nginx || true
 elif [ -x /etc/init.d/nginx ] && /etc/init.d/nginx status >/dev/null 2>&1; then
 	/etc/init.d/nginx stop >/dev/null 2>&1 || true
+fi
+# And redis (bench/sched.py runs its own on a loopback port).
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet redis-server 2>/dev/null; then
+	systemctl stop redis-server || true
+elif [ -x /etc/init.d/redis-server ] && /etc/init.d/redis-server status >/dev/null 2>&1; then
+	/etc/init.d/redis-server stop >/dev/null 2>&1 || true
 fi
 echo "install-deps: done"
