@@ -30,6 +30,24 @@ def _read(path, default="?"):
         return default
 
 
+def hold_on(cmd):
+    """Starts a program that attaches BPF programs and holds them (build/hold, hotpath --hold):
+    returns the process once it has printed "attached"; for Bench.compare's setup_b."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline().strip()
+    if line != "attached":
+        p.kill()
+        raise SystemExit(f"{' '.join(cmd)}: {line!r} instead of 'attached'")
+    return p
+
+
+def hold_off(p):
+    """Detaches what hold_on started (SIGTERM); for Bench.compare's teardown_b."""
+    p.terminate()
+    if p.wait(timeout=30):
+        raise SystemExit(f"{p.args[0]} exited {p.returncode}")
+
+
 def machine():
     """A description of the machine, for the results file."""
     cpu = "?"

@@ -34,7 +34,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "integration"))
-from ab import Bench  # noqa: E402
+from ab import Bench, hold_off, hold_on  # noqa: E402
 from lib import Agent, Cleanup, free_port, parse_metrics  # noqa: E402
 
 RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "8"))
@@ -467,23 +467,13 @@ nginx + wrk ratio >= 0.97.""")
             lambda a: agent_off_nginx(a, "`--flow-bytes counters`"), PAIRS)
 
         def floor_on():
-            p = subprocess.Popen([os.path.join(BUILD, "hold"),
-                                  os.path.join(BUILD, "flow_floor.bpf.o")],
-                                 stdout=subprocess.PIPE, text=True)
-            line = p.stdout.readline().strip()
-            if line != "attached":
-                p.kill()
-                raise SystemExit(f"hold: {line!r}")
-            return p
+            return hold_on([os.path.join(BUILD, "hold"),
+                            os.path.join(BUILD, "flow_floor.bpf.o")])
 
-        def floor_off(p):
-            p.terminate()
-            if p.wait(timeout=30):
-                raise SystemExit(f"hold exited {p.returncode}")
 
         results["churn_floor"] = bench.compare(
             "nginx + wrk, a connection per request, floor: empty programs, no agent (no target)",
-            nginx.run, "requests/s", floor_on, floor_off, PAIRS)
+            nginx.run, "requests/s", floor_on, hold_off, PAIRS)
         timewait = list(nginx.timewait)
 
         events = per_event(iperf, nginx)

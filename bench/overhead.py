@@ -20,7 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "integration"))
-from ab import Bench  # noqa: E402
+from ab import Bench, hold_off, hold_on  # noqa: E402
 from lib import Agent, Cleanup, mount_image, mount_tmpfs  # noqa: E402
 
 HOTPATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "hotpath")
@@ -75,21 +75,11 @@ Targets: ratio >= 0.95 (4 KiB random read, tmpfs) and >= 0.99 (1 MiB sequential 
             return j["write"]["bw_bytes"] / 2**20
 
         def floor_on():
-            p = subprocess.Popen([HOTPATH, "--hold", "--floor", "--no-latency"],
-                                 stdout=subprocess.PIPE, text=True)
-            line = p.stdout.readline().strip()
-            if line != "attached":
-                p.kill()
-                raise SystemExit(f"hotpath --hold: {line!r}")
-            return p
+            return hold_on([HOTPATH, "--hold", "--floor", "--no-latency"])
 
-        def floor_off(p):
-            p.terminate()
-            if p.wait(timeout=30):
-                raise SystemExit(f"hotpath --hold exited {p.returncode}")
 
         floor = bench.compare("4 KiB psync randread, tmpfs (floor: empty exit programs, no "
-                              "agent)", randread, "IOPS", floor_on, floor_off, PAIRS)
+                              "agent)", randread, "IOPS", floor_on, hold_off, PAIRS)
         verdicts = [f"- floor (empty programs on the same exit tracepoints, nothing counted): "
                     f"4 KiB ratio {floor:.3f}: the kernel's price for running any program "
                     f"there, the most the io module could reach on this machine"]

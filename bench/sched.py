@@ -27,7 +27,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "integration"))
-from ab import Bench  # noqa: E402
+from ab import Bench, hold_off, hold_on  # noqa: E402
 from lib import Agent, Cleanup, free_port  # noqa: E402
 
 RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "8"))
@@ -159,22 +159,13 @@ scheduling metrics; redis ratio >= 0.97.""")
             c.run()
 
         def floor_on():
-            p = subprocess.Popen([os.path.join(BUILD, "hold"),
-                                  os.path.join(BUILD, "sched_floor.bpf.o")],
-                                 stdout=subprocess.PIPE, text=True)
-            if p.stdout.readline().strip() != "attached":
-                p.kill()
-                raise SystemExit("hold: did not attach")
-            return p
+            return hold_on([os.path.join(BUILD, "hold"),
+                            os.path.join(BUILD, "sched_floor.bpf.o")])
 
-        def floor_off(p):
-            p.terminate()
-            if p.wait(timeout=30):
-                raise SystemExit(f"hold exited {p.returncode}")
 
         added = {}
         for label, on, off in (("sched module", agent_on, agent_off),
-                               ("floor: empty programs, no agent", floor_on, floor_off)):
+                               ("floor: empty programs, no agent", floor_on, hold_off)):
             bench.compare(f"context-switch storm, {label}", storm, "switches/s", on, off, PAIRS)
             row = bench.sections[-1][1]
             added[label] = statistics.median(1e9 / b - 1e9 / a
