@@ -16,6 +16,11 @@
  * enqueued), not bpf_ktime_get_ns(): a clock read costs ~165 ns on these VMs and a context
  * switch would pay two. Kernels without CONFIG_FAIR_GROUP_SCHED (no se.cfs_rq) read ktime.
  *
+ * Nothing is allocated here: sched_switch and sched_wakeup run with a run-queue lock held, and
+ * creating task storage there allocates memory (kmalloc on 6.1), which can wake a kernel thread
+ * and take a run-queue lock again: a 6.1 guest hung with it. The storage is created where that
+ * is safe: for every thread by the iterator at the agent's start, and for each new one at fork.
+ *
  * The wakeup is sched_wakeup, not sched_waking: a waker can run sched_waking while the thread
  * is still inside schedule() on another CPU, before its switch-out is traced; sched_wakeup
  * comes after try_to_wake_up() has waited for the switch-out to finish.
@@ -115,7 +120,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	now = task_rq_clock(prev);
 	if (!now)
 		return 0;
-	t = bpf_task_storage_get(&sched_threads, prev, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	t = bpf_task_storage_get(&sched_threads, prev, NULL, 0);
 	if (!t) {
 		count_lost(SCHED_LOST_STORAGE);
 		return 0;
@@ -186,6 +191,15 @@ static __always_inline void record_fill(struct sched_record *r, struct task_stru
 		off_add(r->off_ns, t->off_kind, now - t->off_ns);
 }
 
+/* A new thread's storage, made in its parent's context (no scheduler lock held). */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sched_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (!bpf_task_storage_get(&sched_threads, child, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE))
+		count_lost(SCHED_LOST_STORAGE);
+	return 0;
+}
+
 /* Runs in the exiting thread: its final counts, to user space (drained on the agent's tick). */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_exit, struct task_struct *p)
@@ -203,7 +217,10 @@ int BPF_PROG(sched_exit, struct task_struct *p)
 	return 0;
 }
 
-/* Every live thread of the host; exiting ones are left to their exit record. */
+/*
+ * Every live thread of the host; exiting ones are left to their exit record. Makes the
+ * storage of threads that have none (those older than the agent, at its first read).
+ */
 SEC("iter/task")
 int sched_read(struct bpf_iter__task *ctx)
 {
@@ -212,6 +229,7 @@ int sched_read(struct bpf_iter__task *ctx)
 
 	if (!task || (task->flags & PF_EXITING))
 		return 0;
+	bpf_task_storage_get(&sched_threads, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	record_fill(&r, task);
 	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;

@@ -18,7 +18,8 @@ enum sched_off {
 enum sched_lost_reason {
 	SCHED_LOST_RINGBUF_FULL = 0, /* an exit record found the ring buffer full: the thread's
 				      * counts since the last read */
-	SCHED_LOST_STORAGE, /* no task storage for a blocking thread: that episode */
+	SCHED_LOST_STORAGE, /* a thread without task storage (its creation at fork or at the
+			     * agent's first read failed): counted then, and each wait of it */
 	SCHED_LOST_UNCLOSED, /* a thread blocked again with its last episode never woken: that
 			      * episode (a wakeup the tracepoint did not show) */
 	SCHED_LOST_REASONS,

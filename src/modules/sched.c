@@ -462,6 +462,7 @@ static int sched_load(struct plumb_module *m, const struct plumb_config *cfg)
 	}
 	module_attach_note(m, "tp_btf/sched_switch", "sched_switch", "chosen");
 	module_attach_note(m, "tp_btf/sched_wakeup", "sched_wakeup", "chosen");
+	module_attach_note(m, "tp_btf/sched_process_fork", "sched_fork", "chosen");
 	module_attach_note(m, "tp_btf/sched_process_exit", "sched_exit", "chosen");
 	module_attach_note(m, "iter/task", "sched_read", "chosen");
 	snprintf(m->choice, sizeof(m->choice), "off-CPU time from sched_switch/sched_wakeup; "
