@@ -184,7 +184,8 @@ static __always_inline __u32 file_mode_type(struct file *file)
 {
 	if (bpf_ksym_exists(bpf_rdonly_cast))
 		return ((struct file *)bpf_rdonly_cast(file, bpf_core_type_id_kernel(struct file)))
-			       ->f_inode->i_mode & S_IFMT;
+			       ->f_inode->i_mode &
+		       S_IFMT;
 	return BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT;
 }
 

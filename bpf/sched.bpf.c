@@ -49,7 +49,8 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4 * 1024 * 1024); /* 96 bytes a record with its header: 43,000 between two drains */
+	__uint(max_entries,
+	       4 * 1024 * 1024); /* 96 bytes a record with its header: 43,000 between two drains */
 } sched_exits SEC(".maps");
 
 struct {
@@ -229,7 +230,8 @@ int sched_read(struct bpf_iter__task *ctx)
 
 	if (!task || (task->flags & PF_EXITING))
 		return 0;
-	bpf_task_storage_get(&sched_threads, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!bpf_task_storage_get(&sched_threads, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE))
+		count_lost(SCHED_LOST_STORAGE);
 	record_fill(&r, task);
 	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;

@@ -36,9 +36,9 @@
 /* cgroups with counts (each ~600 bytes); a new one beyond it is counted as cgroups_full. */
 #define SCHED_CGROUPS_MAX 16384
 /* Every live thread is read at most this often by the ticks (and at every scrape). */
-#define SCHED_READ_MS	      1000
+#define SCHED_READ_MS		1000
 #define SCHED_RESOLVE_RESCAN_MS 250
-#define SCHED_EXPIRY_CHECK_MS 1000
+#define SCHED_EXPIRY_CHECK_MS	1000
 /* A cgroup still without a name this long after its first counts is treated as removed. */
 #define SCHED_UNNAMED_MS 5000
 
@@ -213,7 +213,7 @@ static int sched_read(struct sched_state *s)
 	struct hnode *n, *next;
 	ssize_t got;
 	size_t b;
-	int fd;
+	int fd, err;
 
 	ring_buffer__consume(s->exits);
 	s->gen++;
@@ -223,6 +223,7 @@ static int sched_read(struct sched_state *s)
 	while ((got = read(fd, recs, sizeof(recs))) > 0)
 		for (size_t i = 0; i < (size_t)got / sizeof(recs[0]); i++)
 			record_apply(s, &recs[i]);
+	err = got < 0 ? -errno : 0;
 	close(fd);
 	ring_buffer__consume(s->exits);
 	for (b = 0; b <= s->tids.mask; b++)
@@ -234,7 +235,7 @@ static int sched_read(struct sched_state *s)
 			}
 		}
 	s->last_read_ms = monotonic_ms();
-	return got < 0 ? -errno : 0;
+	return err;
 }
 
 /* cgroups removed longer than the grace period leave the output. */
@@ -251,8 +252,8 @@ static void expiry_visit(const void *node, VISIT which, int depth)
 	if ((which != postorder && which != leaf) || expiry_n == 256)
 		return;
 	if (!c->path[0]) {
-		const char *path = cgroup_cache_resolve(expiry_state->cgroups, c->id,
-							SCHED_RESOLVE_RESCAN_MS);
+		const char *path =
+			cgroup_cache_resolve(expiry_state->cgroups, c->id, SCHED_RESOLVE_RESCAN_MS);
 
 		if (path)
 			snprintf(c->path, sizeof(c->path), "%s", path);
@@ -327,8 +328,8 @@ static int sched_collect(struct plumb_module *m, struct prom_writer *w)
 		struct sched_cgroup *c = collect_list[i];
 		const char *path;
 
-		if (!c->path[0] && (path = cgroup_cache_resolve(s->cgroups, c->id,
-								SCHED_RESOLVE_RESCAN_MS)))
+		if (!c->path[0] &&
+		    (path = cgroup_cache_resolve(s->cgroups, c->id, SCHED_RESOLVE_RESCAN_MS)))
 			snprintf(c->path, sizeof(c->path), "%s", path);
 	}
 	for (int k = 0; k < SCHED_METRICS; k++) {
@@ -355,7 +356,7 @@ static void sched_health(struct plumb_module *m, struct module_health *h)
 {
 	struct sched_state *s = m->priv;
 	static const char *const reasons[SCHED_LOST_REASONS] = { "ringbuf_full", "storage_full",
-								  "wakeup_unseen" };
+								 "wakeup_unseen" };
 	uint64_t lost[SCHED_LOST_REASONS] = { 0 };
 	__u64 *percpu = calloc(s->ncpus, sizeof(__u64));
 	int fd = bpf_map__fd(s->skel->maps.sched_lost);
@@ -465,9 +466,11 @@ static int sched_load(struct plumb_module *m, const struct plumb_config *cfg)
 	module_attach_note(m, "tp_btf/sched_process_fork", "sched_fork", "chosen");
 	module_attach_note(m, "tp_btf/sched_process_exit", "sched_exit", "chosen");
 	module_attach_note(m, "iter/task", "sched_read", "chosen");
-	snprintf(m->choice, sizeof(m->choice), "off-CPU time from sched_switch/sched_wakeup; "
+	snprintf(m->choice, sizeof(m->choice),
+		 "off-CPU time from sched_switch/sched_wakeup; "
 		 "CPU and run-queue time from the kernel's counters%s",
-		 s->run_delay ? "" : " (run-queue time: not kept by this kernel, CONFIG_SCHED_INFO)");
+		 s->run_delay ? "" :
+				" (run-queue time: not kept by this kernel, CONFIG_SCHED_INFO)");
 	err = sched_bpf__load(s->skel);
 	if (err) {
 		snprintf(m->error, sizeof(m->error), "cannot load BPF programs: %s",

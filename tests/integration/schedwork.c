@@ -160,12 +160,12 @@ int main(int argc, char **argv)
 	printf("main=%llu end=%llu run0=%llu rq0=%llu run=%llu rq=%llu dio_wall=%llu "
 	       "dio_cpu=%llu vfork_wall=%llu child_run=%llu child_rq=%llu move_wall=%llu "
 	       "move_cpu=%llu\n",
-	       (unsigned long long)t_main, (unsigned long long)now_ns(),
-	       (unsigned long long)run0, (unsigned long long)rq0, (unsigned long long)run,
-	       (unsigned long long)rq, (unsigned long long)dio_wall,
-	       (unsigned long long)dio_cpu, (unsigned long long)vfork_wall,
-	       (unsigned long long)child_run, (unsigned long long)child_rq,
-	       (unsigned long long)move_wall, (unsigned long long)move_cpu);
+	       (unsigned long long)t_main, (unsigned long long)now_ns(), (unsigned long long)run0,
+	       (unsigned long long)rq0, (unsigned long long)run, (unsigned long long)rq,
+	       (unsigned long long)dio_wall, (unsigned long long)dio_cpu,
+	       (unsigned long long)vfork_wall, (unsigned long long)child_run,
+	       (unsigned long long)child_rq, (unsigned long long)move_wall,
+	       (unsigned long long)move_cpu);
 	fflush(stdout);
 	_exit(0);
 }

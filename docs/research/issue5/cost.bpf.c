@@ -114,23 +114,47 @@ static __always_inline void classify_wait(struct task_struct *prev, struct threa
 	switch (nr) {
 	case 202: /* futex */
 		switch (regs->si & FUTEX_CMD_MASK) {
-		case 0: case 9: case 6: case 13: case 11: /* WAIT, WAIT_BITSET, LOCK_PI(2), WAIT_REQUEUE_PI */
+		case 0:
+		case 9:
+		case 6:
+		case 13:
+		case 11: /* WAIT, WAIT_BITSET, LOCK_PI(2), WAIT_REQUEUE_PI */
 			s->wait_kind = WK_FUTEX;
 			s->bri = regs->di;
 			s->bri2 = (__u64)prev->mm; /* shared keys: see probe.bpf.c, bpf_find_vma */
 		}
 		return;
-	case 232: case 281: case 441: /* epoll_wait, epoll_pwait, epoll_pwait2 */
+	case 232:
+	case 281:
+	case 441: /* epoll_wait, epoll_pwait, epoll_pwait2 */
 		file = fd_to_file(prev, regs->di);
 		s->wait_kind = WK_EPOLL;
 		s->bri = file ? (__u64)BPF_CORE_READ(file, private_data) : 0;
 		return;
-	case 7: case 23: case 270: case 271: /* poll, select, pselect6, ppoll */
+	case 7:
+	case 23:
+	case 270:
+	case 271: /* poll, select, pselect6, ppoll */
 		s->wait_kind = WK_POLL;
 		s->bri = 0;
 		return;
-	case 0: case 1: case 17: case 18: case 19: case 20: case 295: case 296:
-	case 43: case 288: case 44: case 45: case 46: case 47: case 299: case 307: case 42:
+	case 0:
+	case 1:
+	case 17:
+	case 18:
+	case 19:
+	case 20:
+	case 295:
+	case 296:
+	case 43:
+	case 288:
+	case 44:
+	case 45:
+	case 46:
+	case 47:
+	case 299:
+	case 307:
+	case 42:
 		file = fd_to_file(prev, regs->di);
 		if (!file)
 			return;
@@ -178,7 +202,13 @@ static __always_inline bool is_futex_wake(struct thread_state *s)
 	if (regs->ax != (unsigned long)-ENOSYS || regs->orig_ax != 202)
 		return false;
 	switch (regs->si & FUTEX_CMD_MASK) {
-	case 1: case 10: case 5: case 3: case 4: case 7: case 12: /* WAKE(_BITSET/_OP), (CMP_)REQUEUE(_PI), UNLOCK_PI */
+	case 1:
+	case 10:
+	case 5:
+	case 3:
+	case 4:
+	case 7:
+	case 12: /* WAKE(_BITSET/_OP), (CMP_)REQUEUE(_PI), UNLOCK_PI */
 		return regs->di == s->bri && (__u64)cur->mm == s->bri2;
 	}
 	return false;
@@ -196,7 +226,10 @@ static __always_inline void slot_add(__u32 tid, struct thread_state *s, __u32 ki
 				     __u64 bri2, __u64 ns)
 {
 	if (s->wait_count && (kind != s->state_kind_pad || bri != s->slot_bri)) {
-		struct wait_key k = { .tid = tid, .kind = s->state_kind_pad, .bri = s->slot_bri, .bri2 = s->slot_bri2 };
+		struct wait_key k = { .tid = tid,
+				      .kind = s->state_kind_pad,
+				      .bri = s->slot_bri,
+				      .bri2 = s->slot_bri2 };
 		struct wait_val *v = bpf_map_lookup_elem(&waits, &k);
 
 		if (!v) {
@@ -242,13 +275,15 @@ static __always_inline int lean_switch(struct task_struct *prev, struct task_str
 			s->ns[s->state & 7] += off - rq_wait;
 			s->ts = 0;
 			if (mode == MODE_NOWAKE_WAITS && s->wait_kind != WK_NONE) {
-				slot_add(next->pid, s, s->wait_kind, s->bri, s->bri2, off - rq_wait);
+				slot_add(next->pid, s, s->wait_kind, s->bri, s->bri2,
+					 off - rq_wait);
 				s->wait_kind = WK_NONE;
 			}
 		}
 		if (!prev_state || !prev->__state)
 			return 0;
-		s = bpf_task_storage_get(&thread_states, prev, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		s = bpf_task_storage_get(&thread_states, prev, NULL,
+					 BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (!s)
 			return 0;
 		s->state = blocked_state_of(prev, prev_state);
@@ -361,8 +396,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	now = bpf_ktime_get_ns();
 	s->ns[s->state & 7] += now - s->ts;
 	if (mode == MODE_WAITS && s->wait_kind != WK_NONE)
-		end_wait(p->pid, s, now - s->ts,
-			 s->wait_kind == WK_FUTEX && is_futex_wake(s));
+		end_wait(p->pid, s, now - s->ts, s->wait_kind == WK_FUTEX && is_futex_wake(s));
 	s->state = ST_RUNNABLE;
 	s->ts = now;
 	return 0;
@@ -388,7 +422,8 @@ int dump_threads(struct bpf_iter__task *ctx)
 	v[5] = s ? s->ns[ST_SLEEP] : 0;
 	v[6] = s ? s->ns[ST_BLOCK] + s->ns[ST_IOWAIT] : 0;
 	v[7] = s ? s->wait_count : 0;
-	static const char fmt[] = "tid %llu kernel: run %llu rq %llu | bpf: run %llu rq %llu sleep %llu block %llu slot_waits %llu\n";
+	static const char fmt[] = "tid %llu kernel: run %llu rq %llu | bpf: run %llu rq %llu sleep "
+				  "%llu block %llu slot_waits %llu\n";
 
 	bpf_seq_printf(seq, fmt, sizeof(fmt), v, sizeof(v));
 	return 0;

@@ -148,7 +148,8 @@ int main(int argc, char **argv)
 			buf[n] = 0;
 			fputs(buf, stdout);
 		}
-		printf("known thread's window: %.0f ns (the first line)\n", (t_dump - t_start) * 1e9);
+		printf("known thread's window: %.0f ns (the first line)\n",
+		       (t_dump - t_start) * 1e9);
 		stop_spin = 1;
 		pthread_join(a, NULL);
 		pthread_join(b, NULL);
@@ -170,11 +171,13 @@ int main(int argc, char **argv)
 	}
 	t1 = now_s();
 	pthread_join(th, NULL);
-	printf("mode %2d: %.0f ns per round trip (%.3f s)", mode, (t1 - t0) * 1e9 / rounds, t1 - t0);
+	printf("mode %2d: %.0f ns per round trip (%.3f s)", mode, (t1 - t0) * 1e9 / rounds,
+	       t1 - t0);
 	if (skel) {
 		prog_stats(skel->progs.on_switch, &s1[0], &c1[0]);
 		prog_stats(skel->progs.on_waking, &s1[1], &c1[1]);
-		printf("; sched_switch %.1f ns/run (%llu runs), sched_waking %.1f ns/run (%llu runs)",
+		printf("; sched_switch %.1f ns/run (%llu runs), sched_waking %.1f ns/run (%llu "
+		       "runs)",
 		       c1[0] > c0[0] ? (double)(s1[0] - s0[0]) / (c1[0] - c0[0]) : 0.0,
 		       c1[0] - c0[0],
 		       c1[1] > c0[1] ? (double)(s1[1] - s0[1]) / (c1[1] - c0[1]) : 0.0,
@@ -194,13 +197,15 @@ int main(int argc, char **argv)
 				for (j = 0; j < n; j++)
 					ns += v[j].ns, cnt += v[j].count;
 				if (cnt > 100)
-					printf("\n  wait tid %u kind %u bri %llu: %llu waits, %.3f s",
+					printf("\n  wait tid %u kind %u bri %llu: %llu waits, %.3f "
+					       "s",
 					       k.tid, k.kind, (unsigned long long)k.bri,
 					       (unsigned long long)cnt, ns / 1e9);
 			}
 		}
 		if (getenv("DUMP")) {
-			struct bpf_link *l = bpf_program__attach_iter(skel->progs.dump_threads, NULL);
+			struct bpf_link *l =
+				bpf_program__attach_iter(skel->progs.dump_threads, NULL);
 			char buf[4096];
 			int ifd = l ? bpf_iter_create(bpf_link__fd(l)) : -1, n;
 

@@ -27,7 +27,7 @@ struct thread_state {
 	__u64 ns[8]; /* indexed by state & 7 */
 	__u32 state;
 	__u32 wait_kind;
-	__u64 bri;  /* pipe/socket inode, futex uaddr, eventpoll pointer */
+	__u64 bri; /* pipe/socket inode, futex uaddr, eventpoll pointer */
 	__u64 bri2; /* futex: mm (private) */
 	__u64 run_delay_out; /* MODE_NOWAKE */
 	__u64 wait_ns, wait_count; /* MODE_LEAN_WAITS: the current BRI's slot */

@@ -16,12 +16,12 @@ char LICENSE[] SEC("license") = "GPL";
 
 const volatile __u32 target_tgid;
 
-#define S_IFMT	 00170000
-#define S_IFSOCK 0140000
-#define S_IFIFO	 0010000
-#define AF_UNIX	 1
-#define AF_INET	 2
-#define ENOSYS	 38
+#define S_IFMT	   00170000
+#define S_IFSOCK   0140000
+#define S_IFIFO	   0010000
+#define AF_UNIX	   1
+#define AF_INET	   2
+#define ENOSYS	   38
 #define PF_KTHREAD 0x00200000
 #define TS_COMPAT  0x0002
 
@@ -171,10 +171,23 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	r->in_syscall = regs->ax == (unsigned long)-ENOSYS;
 	r->mm = (__u64)prev->mm;
 	switch (regs->orig_ax) {
-	case 0: case 1: case 17: case 18: case 19: case 20: /* read write pread pwrite readv writev */
-	case 7: case 23: /* poll, select: fd not the first arg, but record anyway */
-	case 232: case 281: case 441: /* epoll_wait, epoll_pwait, epoll_pwait2 */
-	case 43: case 288: case 44: case 45: case 46: case 47: /* accept(4), send/recv */
+	case 0:
+	case 1:
+	case 17:
+	case 18:
+	case 19:
+	case 20: /* read write pread pwrite readv writev */
+	case 7:
+	case 23: /* poll, select: fd not the first arg, but record anyway */
+	case 232:
+	case 281:
+	case 441: /* epoll_wait, epoll_pwait, epoll_pwait2 */
+	case 43:
+	case 288:
+	case 44:
+	case 45:
+	case 46:
+	case 47: /* accept(4), send/recv */
 		resolve_fd(prev, regs->di, r);
 		break;
 	case 202: /* futex */

@@ -33,16 +33,37 @@
 #define SYS_futex_waitv 449
 #endif
 
-enum { T_PIPE, T_PIPEW, T_FPRIV, T_FSHARED, T_BITSET, T_PI, T_WAITV, T_EPOLL, T_TCP, T_UNIX,
-       T_ACCEPT, T_POLL, T_SELECT, T_SLEEP, T_DIO, T_FSYNC, T_FAULT, T_SPIN1, T_SPIN2, T_N };
-static const char *names[T_N] = { "pipe-read", "pipe-write", "futex-priv", "futex-shared",
-				   "futex-bitset", "futex-lock-pi", "futex-waitv", "epoll-wait",
-				   "tcp-recv", "unix-recv", "tcp-accept", "poll", "select",
-				   "nanosleep", "odirect-read", "fsync", "mmap-fault", "spin1", "spin2" };
+enum {
+	T_PIPE,
+	T_PIPEW,
+	T_FPRIV,
+	T_FSHARED,
+	T_BITSET,
+	T_PI,
+	T_WAITV,
+	T_EPOLL,
+	T_TCP,
+	T_UNIX,
+	T_ACCEPT,
+	T_POLL,
+	T_SELECT,
+	T_SLEEP,
+	T_DIO,
+	T_FSYNC,
+	T_FAULT,
+	T_SPIN1,
+	T_SPIN2,
+	T_N
+};
+static const char *names[T_N] = { "pipe-read",	  "pipe-write",	   "futex-priv",   "futex-shared",
+				  "futex-bitset", "futex-lock-pi", "futex-waitv",  "epoll-wait",
+				  "tcp-recv",	  "unix-recv",	   "tcp-accept",   "poll",
+				  "select",	  "nanosleep",	   "odirect-read", "fsync",
+				  "mmap-fault",	  "spin1",	   "spin2" };
 static pid_t tids[T_N];
 static pthread_t th[T_N];
-static int pipe_a[2], pipe_b[2], pipe_c[2], pipe_d[2], pipe_e[2], epfd, tcp_srv_conn,
-	tcp_cli, unix_sv[2], lsn2, lsn2_port;
+static int pipe_a[2], pipe_b[2], pipe_c[2], pipe_d[2], pipe_e[2], epfd, tcp_srv_conn, tcp_cli,
+	unix_sv[2], lsn2, lsn2_port;
 static uint32_t f_priv, f_bits, f_pi, f_v[2], *f_shared;
 static const char *blockdev, *fsync_file;
 static volatile int dio_done, fsync_done;
@@ -68,26 +89,65 @@ static void *worker(void *arg)
 
 	tids[k] = gettid();
 	switch (k) {
-	case T_PIPE: read(pipe_a[0], buf, 1); break;
-	case T_PIPEW: memset(buf, 0, sizeof(buf)); write(pipe_e[1], buf, sizeof(buf)); write(pipe_e[1], buf, sizeof(buf)); break;
-	case T_FPRIV: futex(&f_priv, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0); break;
-	case T_FSHARED: futex(f_shared, FUTEX_WAIT, 0, NULL, NULL, 0); break;
-	case T_BITSET: futex(&f_bits, FUTEX_WAIT_BITSET_PRIVATE, 0, NULL, NULL, 0xff); break;
-	case T_PI: futex(&f_pi, FUTEX_LOCK_PI_PRIVATE, 0, NULL, NULL, 0); futex(&f_pi, FUTEX_UNLOCK_PI_PRIVATE, 0, NULL, NULL, 0); break;
-	case T_WAITV: syscall(SYS_futex_waitv, wv, 2, 0, NULL, 0); break;
-	case T_EPOLL: epoll_wait(epfd, &ev, 1, -1); break;
-	case T_TCP: recv(tcp_srv_conn, buf, 1, 0); break;
-	case T_UNIX: recv(unix_sv[0], buf, 1, 0); break;
-	case T_ACCEPT: close(accept(lsn2, NULL, NULL)); break;
-	case T_POLL: pfd.fd = pipe_c[0]; pfd.events = POLLIN; poll(&pfd, 1, -1); break;
-	case T_SELECT: FD_ZERO(&rfds); FD_SET(pipe_d[0], &rfds); select(pipe_d[0] + 1, &rfds, NULL, NULL, NULL); break;
-	case T_SLEEP: nanosleep(&ts, NULL); break;
+	case T_PIPE:
+		read(pipe_a[0], buf, 1);
+		break;
+	case T_PIPEW:
+		memset(buf, 0, sizeof(buf));
+		write(pipe_e[1], buf, sizeof(buf));
+		write(pipe_e[1], buf, sizeof(buf));
+		break;
+	case T_FPRIV:
+		futex(&f_priv, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+		break;
+	case T_FSHARED:
+		futex(f_shared, FUTEX_WAIT, 0, NULL, NULL, 0);
+		break;
+	case T_BITSET:
+		futex(&f_bits, FUTEX_WAIT_BITSET_PRIVATE, 0, NULL, NULL, 0xff);
+		break;
+	case T_PI:
+		futex(&f_pi, FUTEX_LOCK_PI_PRIVATE, 0, NULL, NULL, 0);
+		futex(&f_pi, FUTEX_UNLOCK_PI_PRIVATE, 0, NULL, NULL, 0);
+		break;
+	case T_WAITV:
+		syscall(SYS_futex_waitv, wv, 2, 0, NULL, 0);
+		break;
+	case T_EPOLL:
+		epoll_wait(epfd, &ev, 1, -1);
+		break;
+	case T_TCP:
+		recv(tcp_srv_conn, buf, 1, 0);
+		break;
+	case T_UNIX:
+		recv(unix_sv[0], buf, 1, 0);
+		break;
+	case T_ACCEPT:
+		close(accept(lsn2, NULL, NULL));
+		break;
+	case T_POLL:
+		pfd.fd = pipe_c[0];
+		pfd.events = POLLIN;
+		poll(&pfd, 1, -1);
+		break;
+	case T_SELECT:
+		FD_ZERO(&rfds);
+		FD_SET(pipe_d[0], &rfds);
+		select(pipe_d[0] + 1, &rfds, NULL, NULL, NULL);
+		break;
+	case T_SLEEP:
+		nanosleep(&ts, NULL);
+		break;
 	case T_DIO:
 		fd = open(blockdev, O_RDONLY | O_DIRECT);
-		if (fd < 0) { perror(blockdev); break; }
+		if (fd < 0) {
+			perror(blockdev);
+			break;
+		}
 		{
 			void *p;
-			if (posix_memalign(&p, 4096, 4096)) break;
+			if (posix_memalign(&p, 4096, 4096))
+				break;
 			for (i = 0; i < 200; i++)
 				pread(fd, p, 4096, (off_t)(i * 7919 % 1000) * 4096);
 			free(p);
@@ -108,19 +168,26 @@ static void *worker(void *arg)
 		}
 		close(fd);
 		break;
-	case T_SPIN1: case T_SPIN2: {
+	case T_SPIN1:
+	case T_SPIN2: {
 		cpu_set_t set;
 		struct timespec t0, t1;
-		CPU_ZERO(&set); CPU_SET(1, &set);
+		CPU_ZERO(&set);
+		CPU_SET(1, &set);
 		pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 		clock_gettime(CLOCK_MONOTONIC, &t0);
-		do clock_gettime(CLOCK_MONOTONIC, &t1);
-		while ((t1.tv_sec - t0.tv_sec) * 1000000000L + t1.tv_nsec - t0.tv_nsec < 100000000L);
+		do
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+		while ((t1.tv_sec - t0.tv_sec) * 1000000000L + t1.tv_nsec - t0.tv_nsec <
+		       100000000L);
 		break;
 	}
 	case T_FSYNC:
 		fd = open(fsync_file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		if (fd < 0) { perror(fsync_file); break; }
+		if (fd < 0) {
+			perror(fsync_file);
+			break;
+		}
 		for (i = 0; i < 20; i++) {
 			write(fd, buf, sizeof(buf));
 			fsync(fd);
@@ -147,7 +214,8 @@ static int tcp_listener(int *port)
 
 static int tcp_connect(int port)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
 				 .sin_port = htons(port) };
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 
@@ -158,12 +226,18 @@ static int tcp_connect(int port)
 static const char *ftype(uint32_t m)
 {
 	switch (m & S_IFMT) {
-	case S_IFIFO: return "fifo";
-	case S_IFSOCK: return "sock";
-	case S_IFREG: return "reg";
-	case S_IFCHR: return "chr";
-	case 0: return "anon";
-	default: return "other";
+	case S_IFIFO:
+		return "fifo";
+	case S_IFSOCK:
+		return "sock";
+	case S_IFREG:
+		return "reg";
+	case S_IFCHR:
+		return "chr";
+	case 0:
+		return "anon";
+	default:
+		return "other";
 	}
 }
 
@@ -178,26 +252,31 @@ static void dump(int map_fd, int after)
 		if (!tid || bpf_map_lookup_elem(map_fd, &tid, &r))
 			continue;
 		if (!after) {
-			printf("%-13s tid %-6u ep %-3llu prev_state 0x%x __state 0x%x iowait %u cur %u kth %u "
+			printf("%-13s tid %-6u ep %-3llu prev_state 0x%x __state 0x%x iowait %u "
+			       "cur %u kth %u "
 			       "in_sc %u nr %lld di 0x%llx si 0x%llx dx 0x%llx r10 0x%llx",
 			       names[k], tid, r.episodes, r.prev_state, r.state_now, r.in_iowait,
-			       r.is_current, r.kthread, r.in_syscall, (long long)r.orig_ax, r.di, r.si,
-			       r.dx, r.r10);
+			       r.is_current, r.kthread, r.in_syscall, (long long)r.orig_ax, r.di,
+			       r.si, r.dx, r.r10);
 			if (r.file)
 				printf(" | file %s ino %llu priv 0x%llx", ftype(r.i_mode), r.ino,
 				       r.private_data);
 			if (r.family == AF_INET)
-				printf(" tcp %s:%u->", inet_ntoa((struct in_addr){ r.saddr }), r.sport),
-					printf("%s:%u", inet_ntoa((struct in_addr){ r.daddr }), r.dport);
+				printf(" tcp %s:%u->", inet_ntoa((struct in_addr){ r.saddr }),
+				       r.sport),
+					printf("%s:%u", inet_ntoa((struct in_addr){ r.daddr }),
+					       r.dport);
 			if (r.family == 1)
 				printf(" unix peer_ino %llu", r.peer_ino);
 			if (r.find_vma_tried)
-				printf(" | find_vma %lld vma_ino %llu vm_start 0x%llx pgoff %llu flags 0x%llx => off %llu",
-				       r.find_vma_ret, r.vma_ino, r.vm_start, r.vm_pgoff, r.vm_flags,
-				       r.di - r.vm_start + (r.vm_pgoff << 12));
+				printf(" | find_vma %lld vma_ino %llu vm_start 0x%llx pgoff %llu "
+				       "flags 0x%llx => off %llu",
+				       r.find_vma_ret, r.vma_ino, r.vm_start, r.vm_pgoff,
+				       r.vm_flags, r.di - r.vm_start + (r.vm_pgoff << 12));
 			if (r.pre_count)
 				printf(" | preempted %llu x, last orig_ax %lld ax 0x%llx user %llu",
-				       r.pre_count, (long long)r.pre_orig_ax, r.pre_ax, r.pre_ip_user);
+				       r.pre_count, (long long)r.pre_orig_ax, r.pre_ax,
+				       r.pre_ip_user);
 			if (r.orig_ax == 449)
 				printf(" | waitv read %lld uaddr0 0x%llx flags0 0x%x", r.uread_ret,
 				       r.waitv_uaddr0, r.waitv_flags0);
@@ -267,7 +346,8 @@ static int futex_storm(int rounds)
 			futex(storm_word, FUTEX_WAIT, 1, NULL, NULL, 0);
 	}
 	pthread_join(t, NULL);
-	printf("shared-futex storm, %d rounds: bpf_find_vma ok %llu, -EBUSY %llu, -ENOENT %llu, other %llu\n",
+	printf("shared-futex storm, %d rounds: bpf_find_vma ok %llu, -EBUSY %llu, -ENOENT %llu, "
+	       "other %llu\n",
 	       rounds, skel->bss->find_vma_results[0], skel->bss->find_vma_results[1],
 	       skel->bss->find_vma_results[3], skel->bss->find_vma_results[2]);
 	unlink(path);
@@ -295,7 +375,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "load/attach failed\n");
 		return 1;
 	}
-	pipe(pipe_a); pipe(pipe_b); pipe(pipe_c); pipe(pipe_d); pipe(pipe_e);
+	pipe(pipe_a);
+	pipe(pipe_b);
+	pipe(pipe_c);
+	pipe(pipe_d);
+	pipe(pipe_e);
 	fcntl(pipe_e[1], F_SETPIPE_SZ, 4096);
 	epfd = epoll_create1(0);
 	epoll_ctl(epfd, EPOLL_CTL_ADD, pipe_b[0], &ev);
@@ -313,7 +397,8 @@ int main(int argc, char **argv)
 	{
 		struct stat st;
 		fstat(fd, &st);
-		printf("futex file %s ino %lu; main tid %d; f_priv %p; f_shared %p (file offset 8200); "
+		printf("futex file %s ino %lu; main tid %d; f_priv %p; f_shared %p (file offset "
+		       "8200); "
 		       "pipe_a ino? see /proc; tcp client port %d server port %d\n",
 		       path, st.st_ino, gettid(), (void *)&f_priv, (void *)f_shared, 0, port);
 		fstat(pipe_a[0], &st);
@@ -330,19 +415,39 @@ int main(int argc, char **argv)
 	dump(bpf_map__fd(skel->maps.recs), 0);
 
 	/* wake them, one at a time */
-	write(pipe_a[1], &c, 1); usleep(20000);
-	{ char b[65536]; read(pipe_e[0], b, sizeof(b)); } usleep(20000);
-	f_priv = 1; futex(&f_priv, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); usleep(20000);
-	*f_shared = 1; futex(f_shared, FUTEX_WAKE, 1, NULL, NULL, 0); usleep(20000);
-	f_bits = 1; futex(&f_bits, FUTEX_WAKE_BITSET_PRIVATE, 1, NULL, NULL, 0xff); usleep(20000);
-	futex(&f_pi, FUTEX_UNLOCK_PI_PRIVATE, 0, NULL, NULL, 0); usleep(20000);
-	f_v[1] = 1; futex(&f_v[1], FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); usleep(20000);
-	write(pipe_b[1], &c, 1); usleep(20000);
-	send(tcp_cli, &c, 1, 0); usleep(20000);
-	send(unix_sv[1], &c, 1, 0); usleep(20000);
-	close(tcp_connect(lsn2_port)); usleep(20000);
-	write(pipe_c[1], &c, 1); usleep(20000);
-	write(pipe_d[1], &c, 1); usleep(20000);
+	write(pipe_a[1], &c, 1);
+	usleep(20000);
+	{
+		char b[65536];
+		read(pipe_e[0], b, sizeof(b));
+	}
+	usleep(20000);
+	f_priv = 1;
+	futex(&f_priv, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	usleep(20000);
+	*f_shared = 1;
+	futex(f_shared, FUTEX_WAKE, 1, NULL, NULL, 0);
+	usleep(20000);
+	f_bits = 1;
+	futex(&f_bits, FUTEX_WAKE_BITSET_PRIVATE, 1, NULL, NULL, 0xff);
+	usleep(20000);
+	futex(&f_pi, FUTEX_UNLOCK_PI_PRIVATE, 0, NULL, NULL, 0);
+	usleep(20000);
+	f_v[1] = 1;
+	futex(&f_v[1], FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	usleep(20000);
+	write(pipe_b[1], &c, 1);
+	usleep(20000);
+	send(tcp_cli, &c, 1, 0);
+	usleep(20000);
+	send(unix_sv[1], &c, 1, 0);
+	usleep(20000);
+	close(tcp_connect(lsn2_port));
+	usleep(20000);
+	write(pipe_c[1], &c, 1);
+	usleep(20000);
+	write(pipe_d[1], &c, 1);
+	usleep(20000);
 	for (k = 0; k < T_N; k++)
 		if (th[k])
 			pthread_join(th[k], NULL);

@@ -3,7 +3,7 @@
 
 struct state_key {
 	__u32 prev_state; /* tp argument */
-	__u32 state_now;  /* prev->__state read in the program */
+	__u32 state_now; /* prev->__state read in the program */
 	__u8 preempt;
 	__u8 in_iowait;
 	__u8 pad[2];
@@ -12,7 +12,7 @@ struct state_key {
 struct probe_rec {
 	__u64 episodes;
 	__u64 out_ts;
-	__u64 last_off_ns;   /* switch-out -> switch-in */
+	__u64 last_off_ns; /* switch-out -> switch-in */
 	__u64 last_block_ns; /* switch-out -> waking */
 	__u64 wake_to_run_ts;
 	__u32 prev_state, state_now;
