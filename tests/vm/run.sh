@@ -13,6 +13,7 @@
 #   --modprobe LIST   modules to load (busybox modprobe, comma-separated) before COMMAND
 #   --mem SIZE        guest memory (default 2G); its tmpfs holds every file the guest writes
 #   --smp N           virtual CPUs (default 2)
+#   --tcg-thread T    single (default) or multi: how qemu runs the virtual CPUs (below)
 #   --timeout SECS    power the guest off after SECS (default 1800)
 #   --append ARGS     more kernel command line
 #   --console FILE    keep the guest's kernel console (and tests/vm/init's log) in FILE
@@ -24,22 +25,32 @@
 # qemu runs without KVM (this project's machines have none): TCG, about 10-20x slower than
 # the host for kernel-heavy work. The kernel boots through its PVH entry from the
 # uncompressed vmlinux fetch-kernel.sh made, which saves TCG ~3.5 s of decompression.
+#
+# The virtual CPUs take turns on one host thread (-accel tcg,thread=single) unless
+# --tcg-thread multi. With one host thread per virtual CPU (multi, qemu 7.2's default), a
+# Debian 6.12 guest dies of "Oops: int3" at a tracepoint's jump site in kernel_clone within
+# seconds when another CPU toggles that tracepoint (a BPF link attached and detached in a
+# loop while a process forks): the CPU runs the breakpoint byte of a text_poke_bp() that has
+# already finished. 6.1 survived 3000 such toggles, 6.12 with thread=single 16000; CI lost
+# a run to it (the sched module attaches tp_btf/sched_process_fork at every agent start).
+# Real CPUs do not do this; qemu's parallel TCG does, so the guests run single-threaded.
 set -euo pipefail
 die() {
 	echo "vm: $*" >&2
 	exit 125
 }
 usage() {
-	die "usage: $0 [--modprobe LIST] [--mem SIZE] [--smp N] [--timeout SECS] [--append ARGS]" \
-		"[--console FILE] [-v] KDIR COMMAND..."
+	die "usage: $0 [--modprobe LIST] [--mem SIZE] [--smp N] [--tcg-thread single|multi]" \
+		"[--timeout SECS] [--append ARGS] [--console FILE] [-v] KDIR COMMAND..."
 }
 
-modprobe="" mem=2G smp=2 timeout=1800 append="" console_file="" verbose=0
+modprobe="" mem=2G smp=2 tcg_thread=single timeout=1800 append="" console_file="" verbose=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--modprobe) modprobe=${2//,/ } && shift 2 ;;
 	--mem) mem=$2 && shift 2 ;;
 	--smp) smp=$2 && shift 2 ;;
+	--tcg-thread) tcg_thread=$2 && shift 2 ;;
 	--timeout) timeout=$2 && shift 2 ;;
 	--append) append=$2 && shift 2 ;;
 	--console) console_file=$2 && shift 2 ;;
@@ -50,6 +61,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ $# -ge 2 ] || usage
+case $tcg_thread in single | multi) ;; *) usage ;; esac
 kdir=$(realpath "$1")
 shift
 here=$(dirname "$(realpath "$0")")
@@ -119,7 +131,7 @@ echo "$modprobe" >"$run/modprobe"
 # panic=-1 and -no-reboot: a guest that panics powers off instead of hanging until the timeout.
 rc=0
 timeout --foreground -k 10 "$timeout" qemu-system-x86_64 \
-	-machine pc,accel=tcg -cpu max -smp "$smp" -m "$mem" \
+	-machine pc -accel tcg,thread="$tcg_thread" -cpu max -smp "$smp" -m "$mem" \
 	-nodefaults -display none -no-reboot \
 	-kernel "$vmlinux" -initrd "$initrd" \
 	-append "console=ttyS1 panic=-1 oops=panic vm.run=$run $append" \
