@@ -20,6 +20,8 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "io.h"
+#include "task.bpf.h"
+#include "hist.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -146,19 +148,6 @@ static __always_inline struct io_stats *stats_for(__u64 cgroup_id, __u32 mnt_id)
 	return bpf_map_lookup_elem(&io_stats, &key);
 }
 
-static __always_inline struct file *fd_to_file(struct task_struct *task, long fd)
-{
-	struct fdtable *fdt = task->files->fdt;
-	struct file **fds;
-	struct file *file = NULL;
-
-	if (fd < 0 || fd >= fdt->max_fds)
-		return NULL;
-	fds = fdt->fd;
-	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
-	return file;
-}
-
 /*
  * 6.2+: a typed, read-only view of a pointer read from memory, so the file's inode and mount
  * are plain loads instead of bpf_probe_read_kernel() calls (measured: ~30-45 ns less per
@@ -200,36 +189,7 @@ static __always_inline struct vfsmount *file_mnt(struct file *file)
 /* Log2 bucket such that bucket k holds v <= 2^(IO_LAT_MIN_SHIFT + k). */
 static __always_inline __u32 latency_bucket(__u64 ns)
 {
-	__u64 v;
-	__u32 log = 0;
-
-	if (ns <= (1ULL << IO_LAT_MIN_SHIFT))
-		return 0;
-	v = ns - 1; /* ceil(log2(ns)) = floor(log2(ns - 1)) + 1 for ns >= 2 */
-	if (v >> 32) {
-		v >>= 32;
-		log += 32;
-	}
-	if (v >> 16) {
-		v >>= 16;
-		log += 16;
-	}
-	if (v >> 8) {
-		v >>= 8;
-		log += 8;
-	}
-	if (v >> 4) {
-		v >>= 4;
-		log += 4;
-	}
-	if (v >> 2) {
-		v >>= 2;
-		log += 2;
-	}
-	if (v >> 1)
-		log += 1;
-	log = log + 1 - IO_LAT_MIN_SHIFT;
-	return log < IO_LAT_BUCKETS - 1 ? log : IO_LAT_BUCKETS - 1;
+	return log2_bucket(ns, IO_LAT_MIN_SHIFT, IO_LAT_BUCKETS);
 }
 
 /*

@@ -31,6 +31,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "plumb_sched.h"
+#include "task.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -39,6 +40,25 @@ char LICENSE[] SEC("license") = "GPL";
 #define TASK_DEAD	     0x0080
 #define TASK_NOLOAD	     0x0400
 #define PF_EXITING	     0x00000004
+#define ENOSYS		     38
+#define S_IFMT		     00170000
+#define S_IFSOCK	     0140000
+#define S_IFIFO		     0010000
+#define PAGE_SHIFT	     12
+/* include/uapi/linux/futex.h */
+#define FUTEX_PRIVATE_FLAG 128
+#define FUTEX_CMD_MASK	   0x7f
+#define FUTEX2_PRIVATE	   128
+
+/* the wait module is on: blocking switch-outs say what they wait on (set before load) */
+const volatile bool wait_on = false;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH); /* preallocated: updated under the run-queue lock */
+	__uint(max_entries, WAIT_BRI_MAX);
+	__type(key, struct wait_key);
+	__type(value, struct wait_val);
+} wait_bri SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -50,7 +70,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries,
-	       4 * 1024 * 1024); /* 96 bytes a record with its header: 43,000 between two drains */
+	       4 * 1024 * 1024); /* 240 bytes a record with its header: 17,000 between two drains */
 } sched_exits SEC(".maps");
 
 struct {
@@ -104,6 +124,257 @@ static __always_inline void count_lost(__u32 reason)
 }
 
 /*
+ * x86-64 syscall numbers (arch/x86/entry/syscalls/syscall_64.tbl): the calls whose blocking
+ * the wait module names. A 32-bit task's numbers are another table's: it is not classified.
+ */
+enum {
+	NR_READ = 0,
+	NR_WRITE = 1,
+	NR_POLL = 7,
+	NR_PREAD64 = 17,
+	NR_PWRITE64 = 18,
+	NR_READV = 19,
+	NR_WRITEV = 20,
+	NR_SELECT = 23,
+	NR_CONNECT = 42,
+	NR_ACCEPT = 43,
+	NR_SENDTO = 44,
+	NR_RECVFROM = 45,
+	NR_SENDMSG = 46,
+	NR_RECVMSG = 47,
+	NR_FUTEX = 202,
+	NR_EPOLL_WAIT = 232,
+	NR_PSELECT6 = 270,
+	NR_PPOLL = 271,
+	NR_EPOLL_PWAIT = 281,
+	NR_ACCEPT4 = 288,
+	NR_PREADV = 295,
+	NR_PWRITEV = 296,
+	NR_RECVMMSG = 299,
+	NR_SENDMMSG = 307,
+	NR_PREADV2 = 327,
+	NR_PWRITEV2 = 328,
+	NR_EPOLL_PWAIT2 = 441,
+	NR_FUTEX_WAITV = 449,
+	NR_FUTEX_WAKE = 454,
+	NR_FUTEX_WAIT = 455,
+};
+
+/* include/linux/futex.h ops */
+enum {
+	FUTEX_WAIT = 0,
+	FUTEX_WAKE = 1,
+	FUTEX_REQUEUE = 3,
+	FUTEX_CMP_REQUEUE = 4,
+	FUTEX_WAKE_OP = 5,
+	FUTEX_LOCK_PI = 6,
+	FUTEX_UNLOCK_PI = 7,
+	FUTEX_WAIT_BITSET = 9,
+	FUTEX_WAKE_BITSET = 10,
+	FUTEX_WAIT_REQUEUE_PI = 11,
+	FUTEX_CMP_REQUEUE_PI = 12,
+	FUTEX_LOCK_PI2 = 13,
+};
+
+struct futex_vma {
+	__u64 uaddr, ino, off;
+	__u32 dev;
+	bool file;
+};
+
+static long futex_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct futex_vma *f = data;
+	struct file *file = vma->vm_file;
+
+	if (!file)
+		return 0;
+	f->file = true;
+	f->ino = BPF_CORE_READ(file, f_inode, i_ino);
+	f->dev = BPF_CORE_READ(file, f_inode, i_sb, s_dev);
+	f->off = f->uaddr - vma->vm_start + (vma->vm_pgoff << PAGE_SHIFT);
+	return 0;
+}
+
+/*
+ * The futex key as the kernel makes it: (mm, address) for a private futex or an anonymous
+ * private page; for a shared futex in a file or shared memory, (inode, offset), which is the
+ * same in every process that maps it (bpf_find_vma: prev is current here).
+ */
+static __always_inline void futex_key(struct task_struct *prev, __u64 uaddr, bool private,
+				      struct wait_key *k)
+{
+	struct futex_vma f = { .uaddr = uaddr };
+
+	k->kind = WAIT_FUTEX;
+	k->bri = BRI_FUTEX_PRIVATE;
+	k->a = uaddr;
+	k->b = (__u64)prev->mm;
+	if (private)
+		return;
+	if (bpf_find_vma(prev, uaddr, futex_vma_cb, &f, 0)) {
+		count_lost(WAIT_LOST_FUTEX_KEY);
+		return;
+	}
+	if (!f.file)
+		return;
+	k->bri = BRI_FUTEX_SHARED;
+	k->a = f.ino;
+	k->b = f.off;
+	k->c = f.dev;
+}
+
+/* A read/write/send/recv-family call blocked on fd: a pipe or a socket wait, or none. */
+static __always_inline void fd_wait(struct task_struct *prev, long fd, struct wait_key *k)
+{
+	struct file *file = fd_to_file(prev, fd);
+	struct inode *inode;
+	__u32 type;
+
+	if (!file)
+		return;
+	inode = BPF_CORE_READ(file, f_inode);
+	type = BPF_CORE_READ(inode, i_mode) & S_IFMT;
+	if (type == S_IFIFO)
+		k->kind = WAIT_PIPE;
+	else if (type == S_IFSOCK)
+		k->kind = WAIT_SOCKET;
+	else
+		return;
+	k->bri = BRI_INODE;
+	k->a = BPF_CORE_READ(inode, i_ino);
+	k->b = BPF_CORE_READ(inode, i_sb, s_dev);
+}
+
+/*
+ * What the thread that blocks waits on, from its saved user registers: a thread inside a
+ * syscall has ax == -ENOSYS (the entry code's placeholder until the call returns), orig_ax
+ * the call, di, si, dx, r10, r8, r9 its arguments. A page fault or a kernel thread is no wait.
+ */
+static __always_inline void wait_classify(struct task_struct *prev, struct wait_key *k)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+	__u64 uaddr = 0;
+	__u32 op;
+
+	k->kind = WAIT_NONE;
+	k->bri = BRI_NONE;
+	k->a = k->b = 0;
+	k->c = 0;
+	k->tid = prev->pid;
+	if (!regs || regs->ax != (unsigned long)-ENOSYS)
+		return;
+	if (bpf_core_field_exists(prev->thread_info.status) && (prev->thread_info.status & 2))
+		return; /* TS_COMPAT: a 32-bit syscall */
+	switch (regs->orig_ax) {
+	case NR_FUTEX:
+		op = regs->si & FUTEX_CMD_MASK;
+		if (op == FUTEX_WAIT || op == FUTEX_WAIT_BITSET || op == FUTEX_LOCK_PI ||
+		    op == FUTEX_LOCK_PI2 || op == FUTEX_WAIT_REQUEUE_PI)
+			futex_key(prev, regs->di, regs->si & FUTEX_PRIVATE_FLAG, k);
+		return;
+	case NR_FUTEX_WAIT: /* futex_wait(uaddr, val, mask, flags, ...) */
+		futex_key(prev, regs->di, regs->r10 & FUTEX2_PRIVATE, k);
+		return;
+	case NR_FUTEX_WAITV: { /* the first of the futexes: struct futex_waitv { val, uaddr, flags } */
+		__u64 w[3] = {};
+
+		if (bpf_probe_read_user(w, sizeof(w), (void *)regs->di))
+			uaddr = 0;
+		else
+			uaddr = w[1];
+		futex_key(prev, uaddr, (w[2] & FUTEX2_PRIVATE) != 0, k);
+		return;
+	}
+	case NR_EPOLL_WAIT:
+	case NR_EPOLL_PWAIT:
+	case NR_EPOLL_PWAIT2: {
+		struct file *file = fd_to_file(prev, regs->di);
+
+		k->kind = WAIT_EPOLL;
+		k->bri = BRI_EPOLL;
+		k->a = file ? (__u64)BPF_CORE_READ(file, private_data) : 0;
+		k->b = regs->di;
+		return;
+	}
+	case NR_POLL:
+	case NR_PPOLL:
+	case NR_SELECT:
+	case NR_PSELECT6:
+		k->kind = WAIT_POLL;
+		return;
+	case NR_READ:
+	case NR_WRITE:
+	case NR_PREAD64:
+	case NR_PWRITE64:
+	case NR_READV:
+	case NR_WRITEV:
+	case NR_PREADV:
+	case NR_PWRITEV:
+	case NR_PREADV2:
+	case NR_PWRITEV2:
+	case NR_CONNECT:
+	case NR_ACCEPT:
+	case NR_ACCEPT4:
+	case NR_SENDTO:
+	case NR_RECVFROM:
+	case NR_SENDMSG:
+	case NR_RECVMSG:
+	case NR_SENDMMSG:
+	case NR_RECVMMSG:
+		fd_wait(prev, regs->di, k);
+		return;
+	}
+}
+
+static __always_inline bool wait_key_eq(const struct wait_key *x, const struct wait_key *y)
+{
+	return x->kind == y->kind && x->bri == y->bri && x->a == y->a && x->b == y->b &&
+	       x->c == y->c;
+}
+
+/* The thread's accumulated resource into wait_bri (its waits now go to another one). */
+static __always_inline void wait_slot_flush(struct sched_thread *t)
+{
+	struct wait_val *v = bpf_map_lookup_elem(&wait_bri, &t->slot);
+
+	if (!v) {
+		if (!bpf_map_update_elem(&wait_bri, &t->slot, &t->slot_val, BPF_NOEXIST))
+			return;
+		v = bpf_map_lookup_elem(&wait_bri, &t->slot); /* -EEXIST: made meanwhile */
+		if (!v) {
+			count_lost(WAIT_LOST_BRI_FULL);
+			return;
+		}
+	}
+	v->ns += t->slot_val.ns;
+	v->n += t->slot_val.n;
+	v->wakes += t->slot_val.wakes;
+}
+
+/* A wait episode of d ns ended: to its kind, and to its resource through the slot. */
+static __always_inline void wait_close(struct sched_thread *t, __u64 d)
+{
+	__u32 kind = t->open.kind;
+
+	if (kind >= WAIT_KINDS)
+		return;
+	t->wait_ns[kind] += d;
+	t->wait_n[kind] += 1;
+	if (!wait_key_eq(&t->slot, &t->open)) {
+		if (t->slot.kind < WAIT_KINDS)
+			wait_slot_flush(t);
+		t->slot = t->open;
+		t->slot_val.ns = t->slot_val.n = t->slot_val.wakes = 0;
+	}
+	t->slot_val.ns += d;
+	t->slot_val.n += 1;
+	t->slot_val.wakes += t->open_woken;
+	t->open.kind = WAIT_NONE;
+	t->open_woken = 0;
+}
+
+/*
  * prev_state is the raw __state: test bits, never compare (0x2001 is an interruptible,
  * freezable sleep). A thread is runnable when either the traced state or the state now is 0:
  * a pending signal sets it running after prev_state was sampled.
@@ -132,6 +403,10 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		kind = BPF_CORE_READ_BITFIELD(prev, in_iowait) ? SCHED_IOWAIT : SCHED_BLOCK;
 	t->off_kind = kind;
 	t->off_ns = now;
+	if (wait_on) {
+		wait_classify(prev, &t->open);
+		t->open_woken = 0;
+	}
 	return 0;
 }
 
@@ -157,7 +432,52 @@ int BPF_PROG(sched_wakeup, struct task_struct *p)
 	now = wakeup_clock(p);
 	if (now > t->off_ns)
 		off_add(t->ns, t->off_kind, now - t->off_ns);
+	if (wait_on)
+		wait_close(t, now > t->off_ns ? now - t->off_ns : 0);
 	t->off_ns = 0;
+	return 0;
+}
+
+/*
+ * A futex wake that wakes a waiter, seen in the waker's context (sched_waking runs in the
+ * waker; sched_wakeup may run on the wakee's CPU instead): the waker must be inside a
+ * wake-family futex call on the waiter's key. A private key is checked (same mm, same
+ * address); a shared key is not (another process maps it at another address). Wakes that
+ * find no waiter never reach the scheduler and are not seen. Only loaded with the wait module.
+ */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(wait_waking, struct task_struct *p)
+{
+	struct sched_thread *t = bpf_task_storage_get(&sched_threads, p, NULL, 0), *w;
+	struct task_struct *cur;
+	struct pt_regs *regs;
+	__u64 uaddr2 = 0;
+	__u32 op;
+
+	if (!t || t->open.kind != WAIT_FUTEX)
+		return 0;
+	cur = bpf_get_current_task_btf();
+	regs = (struct pt_regs *)bpf_task_pt_regs(cur);
+	if (!regs || regs->ax != (unsigned long)-ENOSYS)
+		return 0;
+	if (regs->orig_ax == NR_FUTEX) {
+		op = regs->si & FUTEX_CMD_MASK;
+		if (op == FUTEX_WAKE_OP)
+			uaddr2 = regs->r8;
+		else if (op != FUTEX_WAKE && op != FUTEX_WAKE_BITSET && op != FUTEX_REQUEUE &&
+			 op != FUTEX_CMP_REQUEUE && op != FUTEX_UNLOCK_PI &&
+			 op != FUTEX_CMP_REQUEUE_PI)
+			return 0;
+	} else if (regs->orig_ax != NR_FUTEX_WAKE) {
+		return 0;
+	}
+	if (t->open.bri == BRI_FUTEX_PRIVATE &&
+	    (t->open.b != (__u64)cur->mm || (t->open.a != regs->di && t->open.a != uaddr2)))
+		return 0;
+	t->open_woken = 1;
+	w = bpf_task_storage_get(&sched_threads, cur, NULL, 0);
+	if (w)
+		w->futex_wakes += 1;
 	return 0;
 }
 
@@ -181,15 +501,25 @@ static __always_inline void record_fill(struct sched_record *r, struct task_stru
 			   0; /* CONFIG_SCHED_INFO off: user space says so */
 	bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), task->comm);
 	if (!t) {
-		r->off_ns[SCHED_SLEEP] = r->off_ns[SCHED_BLOCK] = r->off_ns[SCHED_IOWAIT] = 0;
+		__builtin_memset(r->off_ns, 0, sizeof(r->off_ns));
+		__builtin_memset(r->wait_ns, 0, sizeof(r->wait_ns));
+		__builtin_memset(r->wait_n, 0, sizeof(r->wait_n));
+		r->futex_wakes = 0;
+		r->slot.kind = WAIT_NONE;
 		return;
 	}
-	r->off_ns[SCHED_SLEEP] = t->ns[SCHED_SLEEP];
-	r->off_ns[SCHED_BLOCK] = t->ns[SCHED_BLOCK];
-	r->off_ns[SCHED_IOWAIT] = t->ns[SCHED_IOWAIT];
+	__builtin_memcpy(r->off_ns, t->ns, sizeof(r->off_ns));
+	__builtin_memcpy(r->wait_ns, t->wait_ns, sizeof(r->wait_ns));
+	__builtin_memcpy(r->wait_n, t->wait_n, sizeof(r->wait_n));
+	r->futex_wakes = t->futex_wakes;
+	r->slot = t->slot;
+	r->slot_val = t->slot_val;
 	now = task_rq_clock(bpf_get_current_task_btf());
-	if (t->off_ns && now > t->off_ns)
+	if (t->off_ns && now > t->off_ns) {
 		off_add(r->off_ns, t->off_kind, now - t->off_ns);
+		if (t->open.kind < WAIT_KINDS)
+			r->wait_ns[t->open.kind] += now - t->off_ns;
+	}
 }
 
 /* A new thread's storage, made in its parent's context (no scheduler lock held). */

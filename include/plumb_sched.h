@@ -22,7 +22,54 @@ enum sched_lost_reason {
 			     * agent's first read failed): counted then, and each wait of it */
 	SCHED_LOST_UNCLOSED, /* a thread blocked again with its last episode never woken: that
 			      * episode (a wakeup the tracepoint did not show) */
+	WAIT_LOST_BRI_FULL, /* a wait's resource could not get a wait_bri entry: its time is in
+			     * the thread's per-kind totals, not under a resource */
+	WAIT_LOST_FUTEX_KEY, /* a shared futex whose mapping bpf_find_vma could not read (mmap
+			      * lock busy): keyed by (mm, address) like a private one instead */
 	SCHED_LOST_REASONS,
+};
+
+/*
+ * What a thread blocked in, from the syscall its saved registers show at the switch-out
+ * (the wait module; docs/metrics.md defines each).
+ */
+enum wait_kind {
+	WAIT_PIPE = 0, /* read/write family on a pipe or FIFO */
+	WAIT_SOCKET, /* read/write, send/recv family, accept, connect on a socket */
+	WAIT_FUTEX, /* futex WAIT, WAIT_BITSET, LOCK_PI(2), WAIT_REQUEUE_PI, futex_waitv, futex_wait */
+	WAIT_EPOLL, /* epoll_wait, epoll_pwait, epoll_pwait2 */
+	WAIT_POLL, /* poll, ppoll, select, pselect6 (per thread: no resource) */
+	WAIT_KINDS,
+	WAIT_NONE = 0xff, /* not in one of these (or not in a syscall) */
+};
+
+/* How a wait's resource (BRI) is named: the meaning of wait_key.a and .b. */
+enum wait_bri {
+	BRI_NONE = 0, /* poll/select */
+	BRI_INODE, /* pipe or socket: a = inode number, b = its superblock's dev_t */
+	BRI_FUTEX_PRIVATE, /* a = user address, b = the mm (address space) */
+	BRI_FUTEX_SHARED, /* a = inode number of the mapped file, b = offset in it; dev in c */
+	BRI_EPOLL, /* a = the eventpoll instance, b = the fd it was waited through */
+};
+
+/* (thread, resource) pairs wait_bri holds; user space removes those of exited threads */
+#define WAIT_BRI_MAX 65536
+
+/* One thread's waits on one resource (BPF hash wait_bri). */
+struct wait_key {
+	__u32 tid;
+	__u8 kind; /* enum wait_kind */
+	__u8 bri; /* enum wait_bri */
+	__u16 pad;
+	__u64 a, b;
+	__u32 c; /* BRI_FUTEX_SHARED: dev_t of the file */
+	__u32 pad2;
+};
+
+struct wait_val {
+	__u64 ns; /* time blocked in these waits */
+	__u64 n; /* blocking episodes */
+	__u64 wakes; /* futex: the episodes ended by a FUTEX_WAKE-family call on the same key */
 };
 
 /* Per thread, in task storage: the off-CPU time the kernel does not count itself. */
@@ -30,7 +77,13 @@ struct sched_thread {
 	__u64 off_ns; /* run-queue clock at the blocking switch-out; 0 while not off */
 	__u64 ns[SCHED_OFF_KINDS]; /* closed episodes; SCHED_BLOCK includes SCHED_IOWAIT */
 	__u32 off_kind; /* enum sched_off of the open episode */
-	__u32 pad;
+	__u32 open_woken; /* the open futex wait was ended by a futex wake (sched_waking) */
+	/* the wait module: per-kind totals, the open wait, and the resource being accumulated */
+	__u64 wait_ns[WAIT_KINDS], wait_n[WAIT_KINDS];
+	__u64 futex_wakes; /* wakes this thread did that woke a futex waiter */
+	struct wait_key open; /* .kind WAIT_NONE when the open episode is no wait */
+	struct wait_key slot; /* flushed to wait_bri when a wait on another resource ends */
+	struct wait_val slot_val;
 };
 
 enum sched_record_kind {
@@ -49,6 +102,10 @@ struct sched_record {
 	__u64 run_ns; /* se.sum_exec_runtime: the kernel's own, since the thread started */
 	__u64 rq_ns; /* sched_info.run_delay: runnable, waiting for a CPU; idem */
 	__u64 off_ns[SCHED_OFF_KINDS]; /* since the agent attached; open episodes included */
+	__u64 wait_ns[WAIT_KINDS], wait_n[WAIT_KINDS]; /* idem (open: time yes, count not yet) */
+	__u64 futex_wakes;
+	struct wait_key slot; /* the thread's last resource (.kind WAIT_NONE: none yet) */
+	struct wait_val slot_val; /* what it has there, not yet in wait_bri */
 	char comm[16];
 };
 

@@ -82,17 +82,53 @@ static void write_host_metrics(struct agent *a, struct prom_writer *w)
 	}
 }
 
+static int json_reply(struct json_object *doc, char **body, size_t *len)
+{
+	const char *text = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN);
+
+	*body = text ? strdup(text) : NULL;
+	*len = *body ? strlen(*body) : 0;
+	return *body ? 0 : -ENOMEM;
+}
+
+/* A module's own endpoint (api_path): {"version": 1, "host": ..., and what the module adds}. */
+static int module_api(struct agent *a, const char *url, char **body, size_t *len)
+{
+	struct plumb_module *m = NULL;
+	struct json_object *doc;
+	int err;
+
+	for (size_t i = 0; i < plumb_module_count; i++)
+		if (plumb_modules[i]->api_path && !strcmp(url, plumb_modules[i]->api_path))
+			m = plumb_modules[i];
+	if (!m)
+		return -ENOENT;
+	if (!m->up)
+		return -ENODEV;
+	doc = json_object_new_object();
+	if (!doc)
+		return -ENOMEM;
+	json_object_object_add(doc, "version", json_object_new_int(1));
+	json_object_object_add(doc, "host", json_object_new_string(a->host));
+	pthread_mutex_lock(&a->lock);
+	err = m->api(m, doc);
+	pthread_mutex_unlock(&a->lock);
+	if (!err)
+		err = json_reply(doc, body, len);
+	json_object_put(doc);
+	return err;
+}
+
 /* GET /api/v1/graph: this host's ends of its connections (docs/graph.md, section 1). */
 static int agent_api(void *ctx, const char *url, char **body, size_t *len)
 {
 	struct agent *a = ctx;
 	struct plumb_module *flow = NULL;
 	struct json_object *doc, *addrs;
-	const char *text;
 	int err = 0;
 
 	if (strcmp(url, "/api/v1/graph"))
-		return -ENOENT;
+		return module_api(a, url, body, len);
 	for (size_t i = 0; i < plumb_module_count; i++)
 		if (plumb_modules[i]->graph && plumb_modules[i]->up)
 			flow = plumb_modules[i];
@@ -114,13 +150,8 @@ static int agent_api(void *ctx, const char *url, char **body, size_t *len)
 	json_object_object_add(doc, "addresses", addrs);
 	err = flow->graph(flow, doc);
 	pthread_mutex_unlock(&a->lock);
-	if (!err) {
-		text = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN);
-		*body = text ? strdup(text) : NULL;
-		*len = *body ? strlen(*body) : 0;
-		if (!*body)
-			err = -ENOMEM;
-	}
+	if (!err)
+		err = json_reply(doc, body, len);
 	json_object_put(doc);
 	return err;
 }
@@ -349,6 +380,9 @@ int agent_run(const struct agent_options *o)
 		return 1;
 	}
 	cfg.netns = &a.netns;
+	for (size_t i = 0; i < plumb_module_count; i++)
+		if (plumb_modules[i] == &wait_module && (o->modules & (1u << i)))
+			cfg.wait = true;
 	if (o->host[0])
 		snprintf(a.host, sizeof(a.host), "%s", o->host);
 	else if (o->netns[0] && !strchr(o->netns, '/'))

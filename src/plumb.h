@@ -29,6 +29,7 @@ struct plumb_config {
 	unsigned int flow_capacity; /* TCP connections the flow module follows at once */
 	enum flow_bytes_mode flow_bytes; /* where the flow module's byte counts come from */
 	const struct netns *netns; /* --netns: the one network namespace observed (flow) */
+	bool wait; /* the wait module is requested: the sched object classifies waits */
 };
 
 #define MODULE_MAX_MAPS	   8
@@ -73,6 +74,9 @@ struct plumb_module {
 	void (*health)(struct plumb_module *m, struct module_health *h);
 	/* optional: add the module's part of GET /api/v1/graph to doc (docs/graph.md) */
 	int (*graph)(struct plumb_module *m, struct json_object *doc);
+	/* optional: GET api_path answers with what api adds to doc (a JSON object) */
+	const char *api_path;
+	int (*api)(struct plumb_module *m, struct json_object *doc);
 	void (*unload)(struct plumb_module *m);
 
 	void *priv;
@@ -94,6 +98,8 @@ void module_attach_note(struct plumb_module *m, const char *point, const char *p
 extern struct plumb_module io_module;
 extern struct plumb_module flow_module;
 extern struct plumb_module sched_module;
+extern struct plumb_module wait_module;
+extern struct plumb_module blk_module;
 
 /* All modules, in the order they load and export. */
 extern struct plumb_module *plumb_modules[];

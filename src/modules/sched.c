@@ -9,6 +9,11 @@
  * and a cgroup's counters never go down. Time on a CPU and runnable time of threads that
  * existed before the agent count from the agent's first read; threads started since count
  * from their start (the kernel's counts begin at fork).
+ *
+ * The wait module shares this: one BPF object, one read. Its programs are the same (the
+ * blocking switch-out also says what the thread waits on, when the wait module is requested),
+ * so a context switch pays one program, not two. Whichever of the two modules loads first
+ * loads the object; the other one uses it.
  */
 #include <errno.h>
 #include <search.h>
@@ -28,6 +33,8 @@
 #include "export/prom.h"
 #include "identity/cgroup.h"
 #include "identity/workload.h"
+#include <json-c/json.h>
+
 #include "plumb_sched.h"
 #include "sched.skel.h"
 
@@ -42,7 +49,21 @@
 /* A cgroup still without a name this long after its first counts is treated as removed. */
 #define SCHED_UNNAMED_MS 5000
 
-enum sched_metric { M_RUN, M_RQ, M_SLEEP, M_BLOCK, M_IOWAIT, SCHED_METRICS };
+enum sched_metric {
+	M_RUN,
+	M_RQ,
+	M_SLEEP,
+	M_BLOCK,
+	M_IOWAIT,
+	M_WAIT_NS, /* + enum wait_kind */
+	M_WAIT_N = M_WAIT_NS + WAIT_KINDS,
+	M_FUTEX_WAKES = M_WAIT_N + WAIT_KINDS,
+	SCHED_METRICS,
+};
+#define SCHED_TIME_METRICS (M_IOWAIT + 1)
+
+static const char *const wait_kind_names[WAIT_KINDS] = { "pipe", "socket", "futex", "epoll",
+							 "poll" };
 
 static const struct {
 	const char *name, *help;
@@ -66,6 +87,11 @@ struct sched_tid {
 	uint32_t gen; /* the read that last saw it */
 	uint64_t start_ns;
 	uint64_t last[SCHED_METRICS]; /* its counts at the last read */
+	uint32_t pid;
+	uint64_t cgroup_id;
+	char comm[16];
+	struct wait_key slot; /* the wait module: its resource not yet in wait_bri */
+	struct wait_val slot_val;
 };
 
 struct sched_cgroup {
@@ -89,9 +115,17 @@ struct sched_state {
 	uint64_t last_read_ms, last_expiry_ms;
 	unsigned int grace_s;
 	bool run_delay; /* the kernel keeps sched_info (CONFIG_SCHED_INFO) */
+	bool wait_on; /* the programs classify waits (the wait module was requested) */
 	uint64_t tids_full, cgroups_full, exit_missed;
 	int ncpus;
+	int users; /* the modules using it: sched, wait */
+	struct plumb_module *owner; /* the one that loaded it: its health carries the programs */
+	uint64_t last_prune_ms;
+	size_t nbri; /* entries in wait_bri at the last prune */
 };
+
+/* The one instance the sched and wait modules share. */
+static struct sched_state *sched_shared;
 
 static int cgroup_cmp(const void *a, const void *b)
 {
@@ -144,6 +178,11 @@ static void record_values(const struct sched_record *r, uint64_t v[SCHED_METRICS
 	v[M_SLEEP] = r->off_ns[SCHED_SLEEP];
 	v[M_BLOCK] = r->off_ns[SCHED_BLOCK];
 	v[M_IOWAIT] = r->off_ns[SCHED_IOWAIT];
+	for (int k = 0; k < WAIT_KINDS; k++) {
+		v[M_WAIT_NS + k] = r->wait_ns[k];
+		v[M_WAIT_N + k] = r->wait_n[k];
+	}
+	v[M_FUTEX_WAKES] = r->futex_wakes;
 }
 
 /*
@@ -193,6 +232,11 @@ static void record_apply(struct sched_state *s, const struct sched_record *r)
 	}
 	memcpy(t->last, v, sizeof(t->last));
 	t->gen = s->gen;
+	t->pid = r->pid;
+	t->cgroup_id = r->cgroup_id;
+	memcpy(t->comm, r->comm, sizeof(t->comm));
+	t->slot = r->slot;
+	t->slot_val = r->slot_val;
 }
 
 static int handle_exit(void *ctx, void *data, size_t len)
@@ -286,6 +330,40 @@ static void sched_expire(struct sched_state *s, uint64_t now)
 	s->last_expiry_ms = now;
 }
 
+/*
+ * wait_bri entries of threads that are gone (not in the last read) leave the map: the
+ * threads' waits stay in their cgroups' totals; per resource, only live threads are shown.
+ */
+static void wait_prune(struct sched_state *s, uint64_t now)
+{
+	int fd = bpf_map__fd(s->skel->maps.wait_bri);
+	struct wait_key key, next, *gone = NULL;
+	size_t ngone = 0, cap = 0, n = 0;
+	void *prev = NULL;
+
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		n++;
+		if (tid_find(s, key.tid))
+			continue;
+		if (ngone == cap) {
+			struct wait_key *g = realloc(gone, (cap ? cap * 2 : 64) * sizeof(*g));
+
+			if (!g)
+				break;
+			gone = g;
+			cap = cap ? cap * 2 : 64;
+		}
+		gone[ngone++] = key;
+	}
+	for (size_t i = 0; i < ngone; i++)
+		bpf_map_delete_elem(fd, &gone[i]);
+	free(gone);
+	s->nbri = n - ngone;
+	s->last_prune_ms = now;
+}
+
 static int sched_tick(struct plumb_module *m)
 {
 	struct sched_state *s = m->priv;
@@ -296,6 +374,8 @@ static int sched_tick(struct plumb_module *m)
 		sched_read(s);
 	if (now - s->last_expiry_ms >= SCHED_EXPIRY_CHECK_MS)
 		sched_expire(s, now);
+	if (s->wait_on && now - s->last_prune_ms >= SCHED_EXPIRY_CHECK_MS)
+		wait_prune(s, now);
 	return 0;
 }
 
@@ -309,14 +389,16 @@ static void collect_visit(const void *node, VISIT which, int depth)
 		collect_list[collect_n++] = *(struct sched_cgroup *const *)node;
 }
 
-static int sched_collect(struct plumb_module *m, struct prom_writer *w)
-{
-	struct sched_state *s = m->priv;
-	char workload[256];
-	struct prom_label l[2];
-	int err;
+/* A scrape reads every thread once: the second module's collect uses the first one's read. */
+#define SCHED_FRESH_MS 100
 
-	err = sched_read(s);
+/* The cgroups with counts, in id order, named where they can be (collect_list). */
+static int collect_begin(struct sched_state *s)
+{
+	int err = 0;
+
+	if (monotonic_ms() - s->last_read_ms >= SCHED_FRESH_MS)
+		err = sched_read(s);
 	if (err)
 		return err;
 	collect_list = calloc(s->ncgroups ? s->ncgroups : 1, sizeof(*collect_list));
@@ -332,59 +414,134 @@ static int sched_collect(struct plumb_module *m, struct prom_writer *w)
 		    (path = cgroup_cache_resolve(s->cgroups, c->id, SCHED_RESOLVE_RESCAN_MS)))
 			snprintf(c->path, sizeof(c->path), "%s", path);
 	}
-	for (int k = 0; k < SCHED_METRICS; k++) {
+	return 0;
+}
+
+/*
+ * One family: metric m of every named cgroup (a cgroup gone before it was named has its time
+ * in no series), with the kind label when kind is set; scale turns ns into seconds.
+ */
+static void collect_family(struct prom_writer *w, int m, const char *kind, double scale)
+{
+	struct prom_label l[3];
+	char workload[256];
+
+	for (size_t i = 0; i < collect_n; i++) {
+		struct sched_cgroup *c = collect_list[i];
+
+		if (!c->path[0])
+			continue;
+		workload_from_cgroup(c->path, workload, sizeof(workload));
+		l[0] = (struct prom_label){ "cgroup", c->path };
+		l[1] = (struct prom_label){ "workload", workload };
+		l[2] = (struct prom_label){ "kind", kind };
+		prom_sample(w, l, kind ? 3 : 2, c->ns[m] * scale);
+	}
+}
+
+static void collect_end(void)
+{
+	free(collect_list);
+	collect_list = NULL;
+}
+
+static int sched_collect(struct plumb_module *m, struct prom_writer *w)
+{
+	struct sched_state *s = m->priv;
+	int err = collect_begin(s);
+
+	if (err)
+		return err;
+	for (int k = 0; k < SCHED_TIME_METRICS; k++) {
 		if (k == M_RQ && !s->run_delay)
 			continue;
 		prom_family(w, sched_metrics[k].name, PROM_COUNTER, sched_metrics[k].help);
-		for (size_t i = 0; i < collect_n; i++) {
-			struct sched_cgroup *c = collect_list[i];
-
-			if (!c->path[0])
-				continue; /* gone before it was named: its time is in no series */
-			workload_from_cgroup(c->path, workload, sizeof(workload));
-			l[0] = (struct prom_label){ "cgroup", c->path };
-			l[1] = (struct prom_label){ "workload", workload };
-			prom_sample(w, l, 2, c->ns[k] / 1e9);
-		}
+		collect_family(w, k, NULL, 1e-9);
 	}
-	free(collect_list);
-	collect_list = NULL;
+	collect_end();
 	return w->err;
 }
 
-static void sched_health(struct plumb_module *m, struct module_health *h)
+static int wait_collect(struct plumb_module *m, struct prom_writer *w)
 {
 	struct sched_state *s = m->priv;
-	static const char *const reasons[SCHED_LOST_REASONS] = { "ringbuf_full", "storage_full",
-								 "wakeup_unseen" };
-	uint64_t lost[SCHED_LOST_REASONS] = { 0 };
+	int err = collect_begin(s);
+
+	if (err)
+		return err;
+	prom_family(w, "plumb_wait_seconds_total", PROM_COUNTER,
+		    "Time the workload's threads were blocked inside a pipe, socket, futex, epoll "
+		    "or poll/select call, by kind (docs/metrics.md).");
+	for (int k = 0; k < WAIT_KINDS; k++)
+		collect_family(w, M_WAIT_NS + k, wait_kind_names[k], 1e-9);
+	prom_family(w, "plumb_wait_calls_total", PROM_COUNTER,
+		    "Blocking waits of the workload's threads by kind: each time a thread blocked "
+		    "inside such a call (a call that did not block is not counted).");
+	for (int k = 0; k < WAIT_KINDS; k++)
+		collect_family(w, M_WAIT_N + k, wait_kind_names[k], 1);
+	prom_family(w, "plumb_futex_wakes_total", PROM_COUNTER,
+		    "Futex wakes by the workload's threads that woke a waiting thread.");
+	collect_family(w, M_FUTEX_WAKES, NULL, 1);
+	collect_end();
+	return w->err;
+}
+
+/* The per-CPU lost counts, summed over CPUs. */
+static void lost_read(struct sched_state *s, uint64_t lost[SCHED_LOST_REASONS])
+{
 	__u64 *percpu = calloc(s->ncpus, sizeof(__u64));
 	int fd = bpf_map__fd(s->skel->maps.sched_lost);
 
+	memset(lost, 0, SCHED_LOST_REASONS * sizeof(lost[0]));
 	for (__u32 r = 0; percpu && r < SCHED_LOST_REASONS; r++)
 		if (!bpf_map_lookup_elem(fd, &r, percpu))
 			for (int cpu = 0; cpu < s->ncpus; cpu++)
 				lost[r] += percpu[cpu];
 	free(percpu);
-	h->nmaps = 0;
-	h->maps[h->nmaps].name = "threads";
-	h->maps[h->nmaps].entries = s->ntids;
-	h->maps[h->nmaps++].capacity = SCHED_THREADS_MAX;
-	h->maps[h->nmaps].name = "cgroups";
-	h->maps[h->nmaps].entries = s->ncgroups;
-	h->maps[h->nmaps++].capacity = SCHED_CGROUPS_MAX;
-	h->nlost = 0;
-	for (int r = 0; r < SCHED_LOST_REASONS; r++) {
-		h->lost[h->nlost].reason = reasons[r];
-		h->lost[h->nlost++].count = lost[r];
-	}
-	h->lost[h->nlost].reason = "threads_full";
-	h->lost[h->nlost++].count = s->tids_full;
-	h->lost[h->nlost].reason = "cgroups_full";
-	h->lost[h->nlost++].count = s->cgroups_full;
-	h->lost[h->nlost].reason = "exit_missed";
-	h->lost[h->nlost++].count = s->exit_missed;
-	h->obj = s->skel->obj;
+}
+
+static void health_map(struct module_health *h, const char *name, uint64_t n, uint64_t cap)
+{
+	h->maps[h->nmaps].name = name;
+	h->maps[h->nmaps].entries = n;
+	h->maps[h->nmaps++].capacity = cap;
+}
+
+static void health_lost(struct module_health *h, const char *reason, uint64_t n)
+{
+	h->lost[h->nlost].reason = reason;
+	h->lost[h->nlost++].count = n;
+}
+
+static void sched_health(struct plumb_module *m, struct module_health *h)
+{
+	struct sched_state *s = m->priv;
+	uint64_t lost[SCHED_LOST_REASONS];
+
+	lost_read(s, lost);
+	h->nmaps = h->nlost = 0;
+	health_map(h, "threads", s->ntids, SCHED_THREADS_MAX);
+	health_map(h, "cgroups", s->ncgroups, SCHED_CGROUPS_MAX);
+	health_lost(h, "ringbuf_full", lost[SCHED_LOST_RINGBUF_FULL]);
+	health_lost(h, "storage_full", lost[SCHED_LOST_STORAGE]);
+	health_lost(h, "wakeup_unseen", lost[SCHED_LOST_UNCLOSED]);
+	health_lost(h, "threads_full", s->tids_full);
+	health_lost(h, "cgroups_full", s->cgroups_full);
+	health_lost(h, "exit_missed", s->exit_missed);
+	h->obj = s->owner == m ? s->skel->obj : NULL;
+}
+
+static void wait_health(struct plumb_module *m, struct module_health *h)
+{
+	struct sched_state *s = m->priv;
+	uint64_t lost[SCHED_LOST_REASONS];
+
+	lost_read(s, lost);
+	h->nmaps = h->nlost = 0;
+	health_map(h, "wait_bri", s->nbri, WAIT_BRI_MAX);
+	health_lost(h, "bri_full", lost[WAIT_LOST_BRI_FULL]);
+	health_lost(h, "futex_key_unresolved", lost[WAIT_LOST_FUTEX_KEY]);
+	h->obj = s->owner == m ? s->skel->obj : NULL;
 }
 
 static void free_cgroup(void *p)
@@ -399,6 +556,13 @@ static void sched_unload(struct plumb_module *m)
 
 	if (!s)
 		return;
+	m->priv = NULL;
+	if (--s->users > 0) {
+		if (s->owner == m)
+			s->owner = NULL; /* its programs' run time goes unreported from now on */
+		return;
+	}
+	sched_shared = NULL;
 	ring_buffer__free(s->exits);
 	if (s->skel)
 		links_destroy_parallel((struct bpf_link **)&s->skel->links,
@@ -413,7 +577,6 @@ static void sched_unload(struct plumb_module *m)
 	free(s->tids.buckets);
 	tdestroy(s->cgroup_tree, free_cgroup);
 	free(s);
-	m->priv = NULL;
 }
 
 static const struct {
@@ -426,13 +589,64 @@ static const struct {
 	{ FEAT_RINGBUF, "ring buffer (5.8)" },
 };
 
-static int sched_load(struct plumb_module *m, const struct plumb_config *cfg)
+/* The attach points of m's part of the shared object, for --check. */
+static void shared_notes(struct plumb_module *m, struct sched_state *s, bool wait)
+{
+	const char *how =
+		s->owner && s->owner != m ? "chosen: shared with the sched module" : "chosen";
+
+	if (wait && s->owner && s->owner != m && !s->wait_on) {
+		snprintf(m->error, sizeof(m->error),
+			 "internal: the sched object was loaded "
+			 "without waits");
+		return;
+	}
+	module_attach_note(m, "tp_btf/sched_switch", "sched_switch", "%s", how);
+	module_attach_note(m, "tp_btf/sched_wakeup", "sched_wakeup", "%s", how);
+	if (wait) {
+		module_attach_note(m, "tp_btf/sched_waking", "wait_waking", "%s", how);
+		snprintf(m->choice, sizeof(m->choice),
+			 "waits named at the blocking switch-out (the thread's syscall and its "
+			 "file or futex), futex wakes at sched_waking; no syscall tracepoint");
+		return;
+	}
+	module_attach_note(m, "tp_btf/sched_process_fork", "sched_fork", "%s", how);
+	module_attach_note(m, "tp_btf/sched_process_exit", "sched_exit", "%s", how);
+	module_attach_note(m, "iter/task", "sched_read", "%s", how);
+	snprintf(m->choice, sizeof(m->choice),
+		 "off-CPU time from sched_switch/sched_wakeup; "
+		 "CPU and run-queue time from the kernel's counters%s",
+		 s->run_delay ? "" :
+				" (run-queue time: not kept by this kernel, CONFIG_SCHED_INFO)");
+}
+
+/*
+ * Loads the object the sched and wait modules share, or joins it when the other one did;
+ * wait_on is fixed by the first load: the waits are classified when the wait module is
+ * among the requested ones (cfg->wait).
+ */
+static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, bool wait)
 {
 	struct sched_state *s;
 	int err;
 
 	m->nattach = 0;
 	m->choice[0] = '\0';
+	if (wait && !kernel_has(FEAT_TASK_PT_REGS)) {
+		snprintf(m->error, sizeof(m->error),
+			 "the kernel lacks bpf_task_pt_regs() in tracing programs (5.15)");
+		return -EOPNOTSUPP;
+	}
+	if (sched_shared) {
+		s = sched_shared;
+		shared_notes(m, s, wait);
+		if (m->error[0])
+			return -EINVAL;
+		s->users++;
+		m->priv = s;
+		module_attach_settle(m, true);
+		return 0;
+	}
 	for (size_t i = 0; i < sizeof(sched_needs) / sizeof(sched_needs[0]); i++)
 		if (!kernel_has(sched_needs[i].f)) {
 			snprintf(m->error, sizeof(m->error), "the kernel lacks %s",
@@ -443,6 +657,10 @@ static int sched_load(struct plumb_module *m, const struct plumb_config *cfg)
 	if (!s)
 		return -ENOMEM;
 	m->priv = s;
+	s->users = 1;
+	s->owner = m;
+	sched_shared = s;
+	s->wait_on = (wait || cfg->wait) && kernel_has(FEAT_TASK_PT_REGS);
 	s->grace_s = cfg->cgroup_grace_s;
 	s->ncpus = libbpf_num_possible_cpus();
 	s->cgroups = cgroup_cache_new(cfg->cgroup_root, SCHED_CGROUPS_MAX);
@@ -461,16 +679,9 @@ static int sched_load(struct plumb_module *m, const struct plumb_config *cfg)
 		snprintf(m->error, sizeof(m->error), "cannot open BPF object: %s", strerror(-err));
 		goto out_unload;
 	}
-	module_attach_note(m, "tp_btf/sched_switch", "sched_switch", "chosen");
-	module_attach_note(m, "tp_btf/sched_wakeup", "sched_wakeup", "chosen");
-	module_attach_note(m, "tp_btf/sched_process_fork", "sched_fork", "chosen");
-	module_attach_note(m, "tp_btf/sched_process_exit", "sched_exit", "chosen");
-	module_attach_note(m, "iter/task", "sched_read", "chosen");
-	snprintf(m->choice, sizeof(m->choice),
-		 "off-CPU time from sched_switch/sched_wakeup; "
-		 "CPU and run-queue time from the kernel's counters%s",
-		 s->run_delay ? "" :
-				" (run-queue time: not kept by this kernel, CONFIG_SCHED_INFO)");
+	s->skel->rodata->wait_on = s->wait_on;
+	bpf_program__set_autoload(s->skel->progs.wait_waking, s->wait_on);
+	shared_notes(m, s, wait);
 	err = sched_bpf__load(s->skel);
 	if (err) {
 		snprintf(m->error, sizeof(m->error), "cannot load BPF programs: %s",
@@ -496,13 +707,195 @@ static int sched_load(struct plumb_module *m, const struct plumb_config *cfg)
 		snprintf(m->error, sizeof(m->error), "cannot read threads: %s", strerror(-err));
 		goto out_unload;
 	}
-	s->last_expiry_ms = monotonic_ms();
+	s->last_expiry_ms = s->last_prune_ms = monotonic_ms();
 	return 0;
 
 out_unload:
 	module_attach_settle(m, false);
 	sched_unload(m);
 	return err;
+}
+
+struct wait_entry {
+	struct wait_key key;
+	struct wait_val val;
+};
+
+static int wait_entry_cmp(const void *a, const void *b)
+{
+	return memcmp(&((const struct wait_entry *)a)->key, &((const struct wait_entry *)b)->key,
+		      sizeof(struct wait_key));
+}
+
+/*
+ * Kernel addresses (an mm, an eventpoll) are not shown: they become ids that tell resources
+ * apart, the same for the agent's lifetime, keyed by a secret of this agent.
+ */
+static uint64_t opaque_id(uint64_t ptr)
+{
+	static uint64_t secret;
+	uint64_t z;
+
+	if (!secret && getentropy(&secret, sizeof(secret)))
+		secret = monotonic_ns() | 1;
+	z = ptr ^ secret;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL; /* splitmix64's finalizer */
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static void json_add_u64(struct json_object *o, const char *k, uint64_t v)
+{
+	json_object_object_add(o, k, json_object_new_uint64(v));
+}
+
+static void json_add_str(struct json_object *o, const char *k, const char *v)
+{
+	json_object_object_add(o, k, json_object_new_string(v));
+}
+
+static void json_add_hex(struct json_object *o, const char *k, uint64_t v)
+{
+	char buf[24];
+
+	snprintf(buf, sizeof(buf), "%016llx", (unsigned long long)v);
+	json_add_str(o, k, buf);
+}
+
+/* The kernel's dev_t (MKDEV: major << 20 | minor) as "major:minor". */
+static void json_add_dev(struct json_object *o, const char *k, uint64_t dev)
+{
+	char buf[24];
+
+	snprintf(buf, sizeof(buf), "%llu:%llu", (unsigned long long)(dev >> 20),
+		 (unsigned long long)(dev & 0xfffff));
+	json_add_str(o, k, buf);
+}
+
+static struct json_object *wait_resource(const struct wait_key *k, const struct sched_tid *t)
+{
+	struct json_object *r = json_object_new_object();
+
+	if (!r)
+		return NULL;
+	switch (k->bri) {
+	case BRI_INODE:
+		json_add_str(r, "type", k->kind == WAIT_PIPE ? "pipe" : "socket");
+		json_add_u64(r, "inode", k->a);
+		json_add_dev(r, "dev", k->b);
+		break;
+	case BRI_FUTEX_PRIVATE: /* the address space is the thread's process */
+		json_add_str(r, "type", "futex");
+		json_add_str(r, "scope", "private");
+		json_add_u64(r, "pid", t->pid);
+		json_add_hex(r, "address", k->a);
+		json_add_hex(r, "mm", opaque_id(k->b));
+		break;
+	case BRI_FUTEX_SHARED:
+		json_add_str(r, "type", "futex");
+		json_add_str(r, "scope", "shared");
+		json_add_dev(r, "dev", k->c);
+		json_add_u64(r, "inode", k->a);
+		json_add_u64(r, "offset", k->b);
+		break;
+	case BRI_EPOLL:
+		json_add_str(r, "type", "epoll");
+		json_add_hex(r, "instance", opaque_id(k->a));
+		json_add_u64(r, "pid", t->pid);
+		json_add_u64(r, "fd", k->b);
+		break;
+	default:
+		json_add_str(r, "type", "none");
+	}
+	return r;
+}
+
+/*
+ * GET /api/v1/waits: each live thread's waits per resource (docs/metrics.md, "wait"):
+ * what wait_bri holds and each thread's slot, which is not in it yet.
+ */
+static int wait_api(struct plumb_module *m, struct json_object *doc)
+{
+	struct sched_state *s = m->priv;
+	int fd = bpf_map__fd(s->skel->maps.wait_bri);
+	struct json_object *list = json_object_new_array();
+	struct wait_entry *e = NULL;
+	size_t n = 0, cap = WAIT_BRI_MAX + s->ntids;
+	struct wait_key key, *prev = NULL;
+	struct hnode *node;
+	int err;
+
+	err = sched_read(s);
+	if (!err && !(e = calloc(cap, sizeof(*e))))
+		err = -ENOMEM;
+	if (err || !list) {
+		json_object_put(list);
+		free(e);
+		return err ? err : -ENOMEM;
+	}
+	while (n < cap && !bpf_map_get_next_key(fd, prev, &key)) {
+		e[n].key = key;
+		prev = &e[n].key;
+		if (!bpf_map_lookup_elem(fd, &key, &e[n].val))
+			n++;
+	}
+	for (size_t b = 0; b <= s->tids.mask; b++)
+		for (node = s->tids.buckets[b]; node && n < cap; node = node->next) {
+			struct sched_tid *t = (struct sched_tid *)node;
+
+			if (t->slot.kind < WAIT_KINDS && t->slot_val.n)
+				e[n++] = (struct wait_entry){ t->slot, t->slot_val };
+		}
+	qsort(e, n, sizeof(*e), wait_entry_cmp);
+	for (size_t i = 0; i < n; i++) {
+		struct wait_val v = e[i].val;
+		struct sched_tid *t = tid_find(s, e[i].key.tid);
+		struct sched_cgroup *c, probe;
+		struct json_object *o;
+		char workload[256];
+
+		while (i + 1 < n && !wait_entry_cmp(&e[i], &e[i + 1])) {
+			i++;
+			v.ns += e[i].val.ns;
+			v.n += e[i].val.n;
+			v.wakes += e[i].val.wakes;
+		}
+		if (!t || e[i].key.kind >= WAIT_KINDS || !(o = json_object_new_object()))
+			continue;
+		probe.id = t->cgroup_id;
+		c = tfind(&probe, &s->cgroup_tree, cgroup_cmp) ?
+			    *(struct sched_cgroup **)tfind(&probe, &s->cgroup_tree, cgroup_cmp) :
+			    NULL;
+		json_add_u64(o, "tid", t->tid);
+		json_add_u64(o, "pid", t->pid);
+		json_object_object_add(
+			o, "comm",
+			json_object_new_string_len(t->comm, strnlen(t->comm, sizeof(t->comm))));
+		if (c && c->path[0]) {
+			workload_from_cgroup(c->path, workload, sizeof(workload));
+			json_add_str(o, "cgroup", c->path);
+			json_add_str(o, "workload", workload);
+		}
+		json_add_str(o, "kind", wait_kind_names[e[i].key.kind]);
+		json_object_object_add(o, "resource", wait_resource(&e[i].key, t));
+		json_object_object_add(o, "seconds", json_object_new_double(v.ns / 1e9));
+		json_add_u64(o, "waits", v.n);
+		json_add_u64(o, "wakes", v.wakes);
+		json_object_array_add(list, o);
+	}
+	free(e);
+	json_object_object_add(doc, "waits", list);
+	return 0;
+}
+
+static int sched_load(struct plumb_module *m, const struct plumb_config *cfg)
+{
+	return shared_load(m, cfg, false);
+}
+
+static int wait_load(struct plumb_module *m, const struct plumb_config *cfg)
+{
+	return shared_load(m, cfg, true);
 }
 
 struct plumb_module sched_module = {
@@ -512,5 +905,17 @@ struct plumb_module sched_module = {
 	.tick = sched_tick,
 	.collect = sched_collect,
 	.health = sched_health,
+	.unload = sched_unload,
+};
+
+struct plumb_module wait_module = {
+	.name = "wait",
+	.summary = "per workload: time blocked on pipes, sockets, futexes, epoll, poll/select",
+	.load = wait_load,
+	.tick = sched_tick,
+	.collect = wait_collect,
+	.health = wait_health,
+	.api_path = "/api/v1/waits",
+	.api = wait_api,
 	.unload = sched_unload,
 };

@@ -292,12 +292,18 @@ static void test_modules(void **state)
 		{ "flow,io", 0, (1u << 0) | (1u << 1), NULL },
 		{ "sched", 0, 1u << 2, NULL },
 		{ "sched,flow,io", 0, (1u << 0) | (1u << 1) | (1u << 2), NULL },
-		{ "bogus", -EINVAL, 0, "unknown module 'bogus' (valid: io, flow, sched)" },
-		{ "io,bogus", -EINVAL, 0, "unknown module 'bogus' (valid: io, flow, sched)" },
-		{ "bogus,io", -EINVAL, 0, "unknown module 'bogus' (valid: io, flow, sched)" },
-		{ "IO", -EINVAL, 0, "unknown module 'IO' (valid: io, flow, sched)" },
-		{ " io", -EINVAL, 0, "unknown module ' io' (valid: io, flow, sched)" },
-		{ "io ", -EINVAL, 0, "unknown module 'io ' (valid: io, flow, sched)" },
+		{ "wait", 0, 1u << 3, NULL },
+		{ "wait,sched", 0, (1u << 2) | (1u << 3), NULL },
+		{ "blk", 0, 1u << 4, NULL },
+		{ "bogus", -EINVAL, 0,
+		  "unknown module 'bogus' (valid: io, flow, sched, wait, blk)" },
+		{ "io,bogus", -EINVAL, 0,
+		  "unknown module 'bogus' (valid: io, flow, sched, wait, blk)" },
+		{ "bogus,io", -EINVAL, 0,
+		  "unknown module 'bogus' (valid: io, flow, sched, wait, blk)" },
+		{ "IO", -EINVAL, 0, "unknown module 'IO' (valid: io, flow, sched, wait, blk)" },
+		{ " io", -EINVAL, 0, "unknown module ' io' (valid: io, flow, sched, wait, blk)" },
+		{ "io ", -EINVAL, 0, "unknown module 'io ' (valid: io, flow, sched, wait, blk)" },
 		{ "", -EINVAL, 0, "--modules: empty list" },
 		{ ",", -EINVAL, 0, "--modules: empty list" },
 		{ ",,,", -EINVAL, 0, "--modules: empty list" },
@@ -306,10 +312,12 @@ static void test_modules(void **state)
 
 	(void)state;
 	/* the cases name bits by position in the registry */
-	assert_int_equal(plumb_module_count, 3);
+	assert_int_equal(plumb_module_count, 5);
 	assert_string_equal(plumb_modules[0]->name, "io");
 	assert_string_equal(plumb_modules[1]->name, "flow");
 	assert_string_equal(plumb_modules[2]->name, "sched");
+	assert_string_equal(plumb_modules[3]->name, "wait");
+	assert_string_equal(plumb_modules[4]->name, "blk");
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		char err[ERR_LEN] = "";
 		uint32_t mask = 0xdead;
@@ -632,7 +640,8 @@ static void test_agent_errors(void **state)
 		{ { "--listen", ":9977" }, ERROR_IS("--listen: ':9977' is not ADDR:PORT") },
 		{ { "-l", "::1:9977" }, ERROR_IS("--listen: '::1:9977' is not ADDR:PORT") },
 		{ { "--listen=" }, ERROR_IS("--listen: '' is not ADDR:PORT") },
-		{ { "-m", "bogus" }, ERROR_IS("unknown module 'bogus' (valid: io, flow, sched)") },
+		{ { "-m", "bogus" },
+		  ERROR_IS("unknown module 'bogus' (valid: io, flow, sched, wait, blk)") },
 		{ { "--modules", "" }, ERROR_IS("--modules: empty list") },
 		{ { "--modules", "," }, ERROR_IS("--modules: empty list") },
 		{ { "--cgroup-grace", "1x" },

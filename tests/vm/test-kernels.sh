@@ -9,7 +9,7 @@
 #   reason. Full output of each kernel: build/test-kernels/<kernel release>.log (and the
 #   guest's kernel console in <release>.console); the tail of each log with a failure is
 #   printed after the table.
-#   The tree must be built (make all build/iowork build/schedwork): the guests run the host's build.
+#   The tree must be built (make all build/iowork build/schedwork build/waitwork): the guests run the host's build.
 #   PLUMB_VM_OPTS: more options for tests/vm/run.sh, e.g. "--smp 1" or
 #   "--append rcupdate.rcu_expedited=1" (see README.md, Kernels, for what they change).
 # Exit status: 0 when no test failed on any kernel and every kernel ran; 1 otherwise.
@@ -19,7 +19,7 @@ LOGS=build/test-kernels
 series=("$@")
 [ ${#series[@]} -gt 0 ] || series=(6.1 6.12)
 
-for need in build/plumb build/iowork build/schedwork; do
+for need in build/plumb build/iowork build/schedwork build/waitwork; do
 	[ -x $need ] || { echo "test-kernels: $need missing: run make first" >&2; exit 1; }
 done
 if ! command -v qemu-system-x86_64 >/dev/null || [ ! -x /bin/busybox ]; then

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""The wait module: time blocked on pipes, sockets, futexes and epoll, per workload and per
+resource.
+
+Ground truth: build/waitwork, in a fresh cgroup, has one thread block a known number of times
+on one resource (a pipe, a TCP socket, a private or a shared futex, an epoll instance) while
+its main thread releases it after known sleeps; the waiter times each blocking call itself
+and prints the resource's identity (inode, futex address, epoll fd).
+"""
+# plumb-module: wait
+
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lib import (EMULATED, Agent, Cleanup, Runner, make_cgroup, require_root, settle,  # noqa: E402
+                 value)
+
+WAITWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
+                        "waitwork")
+KINDS = ("pipe", "socket", "futex", "epoll", "poll")
+MS, ROUNDS = 100, 4
+# The waiter's own timing covers a little more than the blocked time the agent counts: the
+# call's entry up to the switch-out, and the wakeup to the return (run-queue time included).
+# Emulated guests (tests/vm) take ~10x longer for those.
+AROUND = 0.004 if EMULATED else 0.001
+
+
+class Work:
+    """waitwork KIND in cgroup_dir; its line parsed once it printed it (it then sleeps)."""
+
+    def __init__(self, cleanup, cgroup_dir, kind):
+        with open(WAITWORK, "rb") as f:  # read before the exec: see test_sched.run_in
+            while f.read(1 << 20):
+                pass
+        self.proc = subprocess.Popen([WAITWORK, "--cgroup", cgroup_dir, kind, str(MS),
+                                      str(ROUNDS)], stdout=subprocess.PIPE, text=True)
+        cleanup.add(self.stop)
+        line = self.proc.stdout.readline()
+        assert line, f"waitwork {kind} printed nothing (exit {self.proc.poll()})"
+        self.w = {k: v for k, v in (f.split("=") for f in line.split())}
+        for k in ("tid", "pid", "blocked", "rounds", "ino", "off", "epfd"):
+            self.w[k] = int(self.w[k])
+        self.w["addr"] = int(self.w["addr"], 16)
+        self.w["blocked"] /= 1e9
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def kinds_of(m, cg):
+    return ({k: value(m, "plumb_wait_seconds_total", cgroup=cg, kind=k) for k in KINDS},
+            {k: value(m, "plumb_wait_calls_total", cgroup=cg, kind=k) for k in KINDS})
+
+
+def waits_of(agent, tid):
+    status, _, body = agent.get("/api/v1/waits")
+    assert status == 200, f"/api/v1/waits answered {status}: {body}"
+    return [e for e in json.loads(body)["waits"] if e["tid"] == tid]
+
+
+def resource_matches(kind, r, w):
+    if kind in ("pipe", "socket"):
+        return r["type"] == kind and r["inode"] == w["ino"]
+    if kind == "futex":
+        return r == {**r, "type": "futex", "scope": "private", "pid": w["pid"],
+                     "address": f"{w['addr']:016x}"}
+    if kind == "futex-shared":
+        return r == {**r, "type": "futex", "scope": "shared", "inode": w["ino"],
+                     "offset": w["off"]}
+    return r == {**r, "type": "epoll", "pid": w["pid"], "fd": w["epfd"]}
+
+
+def check_kind(agent, cleanup, kind):
+    """One resource of `kind`: the workload's totals and the thread's entry for the resource."""
+    metric_kind = "futex" if kind.startswith("futex") else kind
+    cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/wait-{kind}")
+    work = Work(cleanup, cg_dir, kind)
+    w = work.w
+    m = settle(agent, lambda m: kinds_of(m, cg)[1][metric_kind] >= ROUNDS, timeout=10)
+    secs, calls = kinds_of(m, cg)
+    blocked = w["blocked"]
+    assert calls[metric_kind] == ROUNDS, f"{kind}: {calls[metric_kind]} blocking waits, " \
+        f"expected {ROUNDS}; all kinds: {calls}"
+    got = secs[metric_kind]
+    assert blocked * 0.98 - AROUND * ROUNDS <= got <= blocked * 1.02, \
+        f"{kind}: {got:.4f} s blocked, the waiter timed {blocked:.4f} s " \
+        f"({(got - blocked) / blocked:+.2%})"
+    others = {k: v for k, v in calls.items() if k != metric_kind and v}
+    assert not others, f"{kind}: waits of other kinds in the workload: {others}"
+    if metric_kind == "futex":
+        wakes = value(m, "plumb_futex_wakes_total", cgroup=cg)
+        assert wakes == ROUNDS, f"{kind}: {wakes} futex wakes, expected {ROUNDS}"
+    # the waiter's entry for its resource (/api/v1/waits), while it still exists
+    entries = waits_of(agent, w["tid"])
+    mine = [e for e in entries if resource_matches(kind, e["resource"], w)]
+    assert len(mine) == 1 and mine[0]["kind"] == metric_kind and mine[0]["cgroup"] == cg, \
+        f"{kind}: no single entry for the resource {w} among {entries}"
+    e = mine[0]
+    assert e["waits"] == ROUNDS, f"{kind}: {e['waits']} waits on the resource, expected {ROUNDS}"
+    assert abs(e["seconds"] - got) < 1e-6, \
+        f"{kind}: {e['seconds']:.6f} s on the resource, {got:.6f} s in the workload's total"
+    if metric_kind == "futex":
+        assert e["wakes"] == ROUNDS, f"{kind}: {e['wakes']} wakes, expected {ROUNDS}"
+    work.stop()
+
+
+def test_one_program(cleanup):
+    """sched and wait share one object: one sched_switch program, not two; wait alone runs."""
+    agent = Agent(cleanup, "--modules", "wait", wait_for_module=False)
+    settle(agent, lambda m: value(m, "plumb_module_up", module="wait") == 1, timeout=10)
+    assert value(agent.metrics(), "plumb_module_up", module="wait") == 1, agent.output()
+    cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/wait-alone")
+    work = Work(cleanup, cg_dir, "pipe")
+    m = settle(agent, lambda m: kinds_of(m, cg)[1]["pipe"] >= ROUNDS, timeout=10)
+    assert kinds_of(m, cg)[1]["pipe"] == ROUNDS, f"wait alone: {kinds_of(m, cg)}"
+    work.stop()
+    agent.stop()
+
+
+def main():
+    require_root()
+    runner = Runner()
+    cleanup = Cleanup()
+    try:
+        agent = Agent(cleanup, "--modules", "sched,wait", wait_for_module=False)
+        settle(agent, lambda m: value(m, "plumb_module_up", module="wait") == 1, timeout=10)
+        assert "module wait: up" in agent.output(), agent.output()
+        for kind in ("pipe", "socket", "futex", "futex-shared", "epoll"):
+            runner.run(f"wait: a {kind} wait, exact, on its resource", check_kind, agent,
+                       cleanup, kind)
+        runner.run("wait: alone, sharing nothing", test_one_program, cleanup)
+    except Exception as e:
+        runner.failed += 1
+        print(f"FAIL setup: {e}")
+    finally:
+        cleanup.run()
+    return runner.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Two threads and a wait of known length: the wait tests' ground truth. Built static.
+ *
+ *   waitwork [--cgroup DIR] KIND MS ROUNDS
+ *
+ * A waiter thread blocks ROUNDS times on one resource of KIND; each time the main thread
+ * sleeps MS (nanosleep: a sleep, no wait kind) and then releases it without blocking itself.
+ * The waiter measures each blocking call with CLOCK_MONOTONIC around it.
+ *
+ *   pipe          read(2) of one byte from a pipe; released by a write of one byte
+ *   futex         FUTEX_WAIT_PRIVATE on a word; released by FUTEX_WAKE_PRIVATE
+ *   futex-shared  FUTEX_WAIT (not private) on a word at offset 4096 + 8 of a MAP_SHARED
+ *                 memfd mapping; released by FUTEX_WAKE: its key is the file and the offset
+ *   socket        recv(2) on the server end of a loopback TCP connection; released by a
+ *                 send of one byte from the client end
+ *   epoll         epoll_wait(2) on an instance watching a pipe's read end; released by a
+ *                 write to the pipe (the waiter then reads the byte without blocking)
+ *
+ * Nothing else in the process blocks in a wait kind: the main thread moves into DIR before
+ * the waiter exists, does not join it (it watches a flag, yielding) and leaves with _exit.
+ * At the end it prints one line, then sleeps (pause: no wait kind) until killed, so that the
+ * test can read the agent's per-thread view while the threads still exist:
+ *   tid=<waiter> pid=<process> blocked=<ns in the blocking calls> rounds=<ROUNDS>
+ *   ino=<inode of the resource: pipe read end, server socket, memfd; 0 for futex>
+ *   addr=<the futex word's address, hex> off=<its offset in the memfd> epfd=<epoll fd>
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+static const char *kind;
+static int rounds;
+static long ms;
+static int fds[2], srv = -1, cli = -1, epfd = -1;
+static uint32_t *word; /* the futex word */
+static volatile int released, done; /* rounds released by main; the waiter finished */
+static volatile pid_t waiter_tid;
+static uint64_t blocked_ns;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static void die(const char *what)
+{
+	perror(what);
+	_exit(1);
+}
+
+static long futex(uint32_t *uaddr, int op, uint32_t val)
+{
+	return syscall(SYS_futex, uaddr, op, val, NULL, NULL, 0);
+}
+
+static bool is_futex(void)
+{
+	return !strncmp(kind, "futex", 5);
+}
+
+static int futex_op(int op)
+{
+	return strcmp(kind, "futex-shared") ? op | FUTEX_PRIVATE_FLAG : op;
+}
+
+/* One blocking call on the resource; returns when main released it. */
+static void wait_once(int round)
+{
+	struct epoll_event ev;
+	char c;
+
+	switch (kind[0]) {
+	case 'p':
+		if (read(fds[0], &c, 1) != 1)
+			die("read");
+		break;
+	case 's':
+		if (recv(srv, &c, 1, 0) != 1)
+			die("recv");
+		break;
+	case 'e':
+		if (epoll_wait(epfd, &ev, 1, -1) != 1)
+			die("epoll_wait");
+		if (read(fds[0], &c, 1) != 1)
+			die("read");
+		break;
+	default: /* futex: the word becomes round + 1 when released */
+		while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == (uint32_t)round)
+			if (futex(word, futex_op(FUTEX_WAIT), round) && errno != EAGAIN &&
+			    errno != EINTR)
+				die("futex wait");
+	}
+}
+
+static void *waiter(void *arg)
+{
+	(void)arg;
+	waiter_tid = gettid();
+	for (int i = 0; i < rounds; i++) {
+		uint64_t t0;
+
+		while (released < i) /* main has not started this round's sleep yet */
+			sched_yield();
+		t0 = now_ns();
+		wait_once(i);
+		blocked_ns += now_ns() - t0;
+	}
+	done = 1;
+	for (;;)
+		pause(); /* a sleep, no wait kind, until _exit */
+	return NULL;
+}
+
+static void release(int round)
+{
+	switch (kind[0]) {
+	case 'p':
+	case 'e':
+		if (write(fds[1], "x", 1) != 1)
+			die("write");
+		break;
+	case 's':
+		if (send(cli, "x", 1, 0) != 1)
+			die("send");
+		break;
+	default:
+		__atomic_store_n(word, round + 1, __ATOMIC_RELEASE);
+		futex(word, futex_op(FUTEX_WAKE), 1);
+	}
+}
+
+static void setup(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct epoll_event ev = { .events = EPOLLIN };
+	socklen_t len = sizeof(a);
+	int l, one = 1;
+
+	if (!strcmp(kind, "pipe") || !strcmp(kind, "epoll")) {
+		if (pipe(fds))
+			die("pipe");
+		if (kind[0] == 'e' &&
+		    ((epfd = epoll_create1(0)) < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, fds[0], &ev)))
+			die("epoll");
+	} else if (!strcmp(kind, "socket")) {
+		l = socket(AF_INET, SOCK_STREAM, 0);
+		if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1) ||
+		    getsockname(l, (struct sockaddr *)&a, &len))
+			die("listen");
+		cli = socket(AF_INET, SOCK_STREAM, 0);
+		if (cli < 0 || connect(cli, (struct sockaddr *)&a, sizeof(a)))
+			die("connect");
+		setsockopt(cli, IPPROTO_TCP, 1 /* TCP_NODELAY */, &one, sizeof(one));
+		srv = accept(l, NULL, NULL);
+		if (srv < 0)
+			die("accept");
+	} else if (!strcmp(kind, "futex")) {
+		static uint32_t private_word;
+
+		word = &private_word;
+	} else if (!strcmp(kind, "futex-shared")) {
+		int fd = memfd_create("waitwork", 0);
+		char *p;
+
+		if (fd < 0 || ftruncate(fd, 2 * 4096))
+			die("memfd");
+		p = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (p == MAP_FAILED)
+			die("mmap");
+		fds[0] = fd;
+		word = (uint32_t *)(p + 4096 + 8);
+		*word = 0; /* touch it: the page is there before the wait */
+	} else {
+		fprintf(stderr, "waitwork: unknown kind %s\n", kind);
+		_exit(2);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct timespec d;
+	struct stat st = { 0 };
+	pthread_t t;
+	char path[4096];
+
+	if (argc > 2 && !strcmp(argv[1], "--cgroup")) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/cgroup.procs", argv[2]);
+		f = fopen(path, "w");
+		if (!f || fprintf(f, "%d\n", getpid()) < 0 || fclose(f))
+			die(path);
+		argv += 2;
+		argc -= 2;
+	}
+	if (argc != 4) {
+		fprintf(stderr, "usage: waitwork [--cgroup DIR] KIND MS ROUNDS\n");
+		return 2;
+	}
+	kind = argv[1];
+	ms = atol(argv[2]);
+	rounds = atoi(argv[3]);
+	setup();
+	if (pthread_create(&t, NULL, waiter, NULL))
+		die("pthread_create");
+	d.tv_sec = ms / 1000;
+	d.tv_nsec = ms % 1000 * 1000000;
+	for (int i = 0; i < rounds; i++) {
+		released = i; /* the waiter may start round i */
+		clock_nanosleep(CLOCK_MONOTONIC, 0, &d, NULL);
+		release(i);
+	}
+	while (!done)
+		sched_yield();
+	if (is_futex() && kind[5])
+		fstat(fds[0], &st);
+	else if (kind[0] == 'p' || kind[0] == 'e')
+		fstat(fds[0], &st);
+	else if (kind[0] == 's')
+		fstat(srv, &st);
+	printf("tid=%d pid=%d blocked=%llu rounds=%d ino=%llu addr=%llx off=%d epfd=%d\n",
+	       waiter_tid, getpid(), (unsigned long long)blocked_ns, rounds,
+	       (unsigned long long)st.st_ino, (unsigned long long)(uintptr_t)word, 4096 + 8, epfd);
+	fflush(stdout);
+	for (;;)
+		pause();
+}
