@@ -493,6 +493,7 @@ static __always_inline void record_fill(struct sched_record *r, struct task_stru
 
 	r->tid = BPF_CORE_READ(task, pid);
 	r->pid = BPF_CORE_READ(task, tgid);
+	r->ppid = BPF_CORE_READ(task, real_parent, tgid);
 	r->cgroup_id = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id);
 	r->start_ns = BPF_CORE_READ(task, start_time);
 	r->run_ns = BPF_CORE_READ(task, se.sum_exec_runtime);
@@ -542,7 +543,6 @@ int BPF_PROG(sched_exit, struct task_struct *p)
 		return 0;
 	}
 	r->kind = SCHED_REC_EXIT;
-	r->pad = 0;
 	record_fill(r, p);
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 	return 0;

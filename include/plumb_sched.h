@@ -96,7 +96,7 @@ struct sched_record {
 	__u32 kind; /* enum sched_record_kind */
 	__u32 tid;
 	__u32 pid; /* thread group id */
-	__u32 pad;
+	__u32 ppid; /* the thread group id of its parent process */
 	__u64 cgroup_id;
 	__u64 start_ns; /* task->start_time (CLOCK_MONOTONIC): tells a reused tid apart */
 	__u64 run_ns; /* se.sum_exec_runtime: the kernel's own, since the thread started */

@@ -177,6 +177,10 @@ enum {
 	OPT_FROM,
 	OPT_PROMETHEUS,
 	OPT_WINDOW,
+	OPT_BASELINE_DURATION,
+	OPT_BASELINE,
+	OPT_RECORD,
+	OPT_EXPLAIN,
 };
 
 enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, char *err,
@@ -683,4 +687,135 @@ enum cli_result cli_parse_graph(int argc, char **argv, struct graph_options *o, 
 		if ((unsigned char)*c < 0x20 || *c == 0x7f)
 			*c = '?';
 	return r;
+}
+
+static int parse_duration_opt(const char *opt, const char *arg, unsigned int min_ms,
+			      unsigned int *ms, char *err, size_t errlen)
+{
+	if (cli_parse_duration_ms(arg, ms) || *ms < min_ms) {
+		snprintf(err, errlen, "%s: '%s' is not a duration of at least %ums", opt, arg,
+			 min_ms);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+enum cli_result cli_parse_diagnose(int argc, char **argv, struct diagnose_options *o, char *err,
+				   size_t errlen)
+{
+	static const struct option opts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "cgroup", required_argument, NULL, 'g' },
+		{ "comm", required_argument, NULL, 'c' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "interval", required_argument, NULL, 'i' },
+		{ "baseline-duration", required_argument, NULL, OPT_BASELINE_DURATION },
+		{ "baseline", required_argument, NULL, OPT_BASELINE },
+		{ "record", required_argument, NULL, OPT_RECORD },
+		{ "explain-tracking", no_argument, NULL, OPT_EXPLAIN },
+		{ "json", no_argument, NULL, 'j' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	unsigned int pid;
+	bool baseline_duration = false;
+	int c, seeds = 0;
+
+	memset(o, 0, sizeof(*o));
+	o->duration_ms = 30000;
+	o->interval_ms = 1000;
+	o->baseline_ms = 10000;
+	optind = 0;
+	opterr = 0;
+	while ((c = next_opt(argc, argv, opts, ":p:g:c:d:i:jvh", err, errlen)) != -1) {
+		switch (c) {
+		case 'p':
+			if (parse_uint(optarg, 1, 1u << 22, &pid)) {
+				snprintf(err, errlen, "--pid: '%s' is not a process id", optarg);
+				return CLI_ERROR;
+			}
+			o->pid = (int)pid;
+			seeds++;
+			break;
+		case 'g':
+			if (copy_path(o->cgroup, sizeof(o->cgroup), "--cgroup", optarg, err,
+				      errlen))
+				return CLI_ERROR;
+			seeds++;
+			break;
+		case 'c':
+			if (copy_path(o->comm, sizeof(o->comm), "--comm", optarg, err, errlen))
+				return CLI_ERROR;
+			seeds++;
+			break;
+		case 'd':
+			if (parse_duration_opt("--duration", optarg, 1000, &o->duration_ms, err,
+					       errlen))
+				return CLI_ERROR;
+			break;
+		case 'i':
+			if (parse_duration_opt("--interval", optarg, 100, &o->interval_ms, err,
+					       errlen))
+				return CLI_ERROR;
+			break;
+		case OPT_BASELINE_DURATION:
+			if (parse_duration_opt("--baseline-duration", optarg, 100, &o->baseline_ms,
+					       err, errlen))
+				return CLI_ERROR;
+			baseline_duration = true;
+			break;
+		case OPT_BASELINE:
+			if (copy_path(o->baseline, sizeof(o->baseline), "--baseline", optarg, err,
+				      errlen))
+				return CLI_ERROR;
+			break;
+		case OPT_RECORD:
+			if (copy_path(o->record, sizeof(o->record), "--record", optarg, err,
+				      errlen))
+				return CLI_ERROR;
+			break;
+		case OPT_EXPLAIN:
+			o->explain = true;
+			break;
+		case 'j':
+			o->json = true;
+			break;
+		case 'v':
+			o->verbose++;
+			break;
+		case 'h':
+			return CLI_HELP;
+		default:
+			return CLI_ERROR;
+		}
+	}
+	if (optind < argc) {
+		snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+		return CLI_ERROR;
+	}
+	if (seeds != 1) {
+		snprintf(err, errlen, "give exactly one of --pid, --cgroup, --comm");
+		return CLI_ERROR;
+	}
+	if (o->baseline[0] && baseline_duration) {
+		snprintf(err, errlen, "--baseline and --baseline-duration exclude each other");
+		return CLI_ERROR;
+	}
+	if (o->baseline[0])
+		o->baseline_ms = 0;
+	if (o->interval_ms > o->duration_ms) {
+		snprintf(err, errlen, "--interval is longer than --duration");
+		return CLI_ERROR;
+	}
+	if (o->baseline_ms / o->interval_ms < 3 && !o->baseline[0]) {
+		snprintf(err, errlen, "--baseline-duration: at least 3 intervals are needed");
+		return CLI_ERROR;
+	}
+	if (o->duration_ms / o->interval_ms < o->baseline_ms / o->interval_ms + 3) {
+		snprintf(err, errlen,
+			 "--duration leaves fewer than 3 intervals after the baseline");
+		return CLI_ERROR;
+	}
+	return CLI_OK;
 }

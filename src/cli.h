@@ -76,6 +76,20 @@ struct graph_options {
 	char output[4096]; /* -o; "": standard output */
 };
 
+struct diagnose_options {
+	int pid; /* --pid; 0: not given */
+	char cgroup[4096]; /* --cgroup: a path under the cgroup2 mount, or a full path */
+	char comm[256]; /* --comm: an extended regular expression */
+	unsigned int duration_ms; /* the whole run, baseline included unless --baseline */
+	unsigned int interval_ms;
+	unsigned int baseline_ms; /* --baseline-duration: the first part of the run */
+	char baseline[4096]; /* --baseline FILE: a --record of an earlier run */
+	char record[4096]; /* --record FILE */
+	bool json;
+	bool explain; /* --explain-tracking */
+	int verbose;
+};
+
 enum cli_result {
 	CLI_OK = 0,
 	CLI_HELP = 1, /* --help: print usage to stdout, exit 0 */
@@ -96,6 +110,8 @@ enum cli_result cli_parse_place(int argc, char **argv, struct place_options *o, 
  * appended (NULL: trailing slashes dropped instead, for a base URL).
  */
 int cli_parse_url(const char *s, const char *default_path, char *out, size_t outlen);
+enum cli_result cli_parse_diagnose(int argc, char **argv, struct diagnose_options *o, char *err,
+				   size_t errlen);
 enum cli_result cli_parse_graph(int argc, char **argv, struct graph_options *o, char *err,
 				size_t errlen);
 #endif

@@ -5,6 +5,7 @@
 
 #include "agent.h"
 #include "cli.h"
+#include "diagnose.h"
 #include "graph_cmd.h"
 #include "io_view.h"
 #include "log.h"
@@ -157,6 +158,45 @@ static void graph_usage(FILE *out)
 		PLUMB_DEFAULT_ADDR, PLUMB_DEFAULT_PORT, CLI_GRAPH_PATH);
 }
 
+static void diagnose_help(FILE *out)
+{
+	fprintf(out,
+		"Usage: plumb diagnose (--pid P | --cgroup PATH | --comm REGEX)\n"
+		"                      [--duration 30s] [--interval 1s]\n"
+		"                      [--baseline-duration 10s | --baseline FILE]\n"
+		"                      [--record FILE] [--json] [--explain-tracking]\n"
+		"\n"
+		"Why did it slow down? Follows the target's threads and the threads they share a\n"
+		"pipe, a local socket or a futex with (or fork), measures where their time goes\n"
+		"each interval (CPU, run queue, blocked, and waits per pipe, socket, futex and\n"
+		"epoll instance), and compares the run after the baseline with the baseline. It\n"
+		"prints the likely causes, ranked, with their evidence, or 'no significant "
+		"change'.\n"
+		"Loads its own BPF programs: needs no agent (docs/diagnose.md).\n"
+		"\n"
+		"  -p, --pid P               the target: a process (all its threads)\n"
+		"  -g, --cgroup PATH         the target: the threads of a cgroup and its children\n"
+		"  -c, --comm REGEX          the target: processes whose name matches\n"
+		"  -d, --duration DUR        the whole run, baseline included (default 30s)\n"
+		"  -i, --interval DUR        one sample every DUR (default 1s)\n"
+		"      --baseline-duration DUR  the run's first DUR is the baseline (default 10s)\n"
+		"      --baseline FILE       compare with a recording (--record) instead: the\n"
+		"                            whole run is then observed\n"
+		"      --record FILE         write this run's samples to FILE (JSON)\n"
+		"  -j, --json                the report as JSON\n"
+		"      --explain-tracking    list each tracked thread and what brought it in\n"
+		"  -h, --help                this help\n"
+		"\n"
+		"Exit status: 0 a report was printed (partial when the target exited); 1 the\n"
+		"target does not exist or the programs cannot run; 2 usage error.\n"
+		"\n"
+		"Examples:\n"
+		"  plumb diagnose --pid $(pidof redis-server)\n"
+		"  plumb diagnose --cgroup /system.slice/nginx.service --duration 1m\n"
+		"  plumb diagnose --comm '^postgres' --record normal.json --duration 20s\n"
+		"  plumb diagnose --comm '^postgres' --baseline normal.json --json\n");
+}
+
 static int usage_error(const char *cmd, const char *err, void (*usage)(FILE *))
 {
 	fprintf(stderr, "plumb%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", err);
@@ -237,9 +277,30 @@ static int run_graph(int argc, char **argv)
 	return graph_cmd_run(&o);
 }
 
+static int run_diagnose(int argc, char **argv)
+{
+	struct diagnose_options o;
+	char err[256];
+
+	switch (cli_parse_diagnose(argc, argv, &o, err, sizeof(err))) {
+	case CLI_HELP:
+		diagnose_help(stdout);
+		return 0;
+	case CLI_ERROR:
+		return usage_error("diagnose", err, diagnose_help);
+	case CLI_OK:
+		break;
+	}
+	log_level = o.verbose > 1 ? LOG_DEBUG : o.verbose ? LOG_INFO : LOG_WARN;
+	log_setup_libbpf();
+	return diagnose_run(&o);
+}
+
 static const struct cmd cmds[] = {
 	{ "agent", "run the agent: Prometheus metrics for every module", run_agent, agent_usage },
 	{ "io", "live file I/O per workload and mount", run_io, io_usage },
+	{ "diagnose", "why a service slowed down: its threads' waits, ranked causes", run_diagnose,
+	  diagnose_help },
 	{ "graph", "who talks to whom: the communication graph", run_graph, graph_usage },
 	{ "place", "placement advice: workloads to hosts, less cross-host traffic", run_place,
 	  place_usage },

@@ -23,6 +23,7 @@
 #include "identity/cgroup.h"
 #include "identity/workload.h"
 #include "blk.h"
+#include "modules/blk_module.h"
 #include "blk.skel.h"
 
 #define BLK_CGROUPS_MAX	      16384
@@ -280,6 +281,51 @@ static int blk_collect(struct plumb_module *m, struct prom_writer *w)
 	collect_list = NULL;
 	collect_latency(s, w);
 	return w->err;
+}
+
+int blk_snapshot(struct plumb_module *m, struct blk_sample **out, size_t *n)
+{
+	struct blk_state *s = m->priv;
+	struct blk_sample *v;
+	size_t k = 0;
+	int err = blk_read(s);
+
+	*out = NULL;
+	*n = 0;
+	if (err)
+		return err;
+	collect_list = calloc(s->nentries ? s->nentries : 1, sizeof(*collect_list));
+	v = calloc(s->nentries ? s->nentries : 1, sizeof(*v));
+	if (!collect_list || !v) {
+		free(collect_list);
+		free(v);
+		collect_list = NULL;
+		return -ENOMEM;
+	}
+	collect_n = 0;
+	twalk(s->entries, collect_visit); /* by (cgroup, disk, op): ops of one pair adjacent */
+	for (size_t i = 0; i < collect_n; i++) {
+		struct blk_entry *e = collect_list[i];
+		const char *path;
+
+		if (!e->cgroup[0] && (path = cgroup_cache_resolve(s->cgroups, e->key.cgroup_id,
+								  BLK_RESOLVE_RESCAN_MS)))
+			snprintf(e->cgroup, sizeof(e->cgroup), "%s", path);
+		if (k && v[k - 1].cgroup_id == e->key.cgroup_id &&
+		    !strcmp(v[k - 1].device, disk_name(s, e->key.dev))) {
+			v[k - 1].sectors += e->sectors;
+			continue;
+		}
+		v[k].cgroup_id = e->key.cgroup_id;
+		snprintf(v[k].cgroup, sizeof(v[k].cgroup), "%s", e->cgroup);
+		snprintf(v[k].device, sizeof(v[k].device), "%s", disk_name(s, e->key.dev));
+		v[k++].sectors = e->sectors;
+	}
+	free(collect_list);
+	collect_list = NULL;
+	*out = v;
+	*n = k;
+	return 0;
 }
 
 static void blk_health(struct plumb_module *m, struct module_health *h)

@@ -36,6 +36,7 @@
 #include <json-c/json.h>
 
 #include "plumb_sched.h"
+#include "modules/sched_module.h"
 #include "sched.skel.h"
 
 /* Threads followed at once (each ~64 bytes here); more are counted as threads_full. */
@@ -49,21 +50,21 @@
 /* A cgroup still without a name this long after its first counts is treated as removed. */
 #define SCHED_UNNAMED_MS 5000
 
+/* the quantities of sched_module.h, by their metrics' names */
 enum sched_metric {
-	M_RUN,
-	M_RQ,
-	M_SLEEP,
-	M_BLOCK,
-	M_IOWAIT,
-	M_WAIT_NS, /* + enum wait_kind */
-	M_WAIT_N = M_WAIT_NS + WAIT_KINDS,
-	M_FUTEX_WAKES = M_WAIT_N + WAIT_KINDS,
-	SCHED_METRICS,
+	M_RUN = Q_RUN,
+	M_RQ = Q_RQ,
+	M_SLEEP = Q_SLEEP,
+	M_BLOCK = Q_BLOCK,
+	M_IOWAIT = Q_IOWAIT,
+	M_WAIT_NS = Q_WAIT_NS,
+	M_WAIT_N = Q_WAIT_N,
+	M_FUTEX_WAKES = Q_FUTEX_WAKES,
+	SCHED_METRICS = SCHED_QUANTITIES,
 };
 #define SCHED_TIME_METRICS (M_IOWAIT + 1)
 
-static const char *const wait_kind_names[WAIT_KINDS] = { "pipe", "socket", "futex", "epoll",
-							 "poll" };
+const char *const wait_kind_names[WAIT_KINDS] = { "pipe", "socket", "futex", "epoll", "poll" };
 
 static const struct {
 	const char *name, *help;
@@ -87,7 +88,7 @@ struct sched_tid {
 	uint32_t gen; /* the read that last saw it */
 	uint64_t start_ns;
 	uint64_t last[SCHED_METRICS]; /* its counts at the last read */
-	uint32_t pid;
+	uint32_t pid, ppid;
 	uint64_t cgroup_id;
 	char comm[16];
 	struct wait_key slot; /* the wait module: its resource not yet in wait_bri */
@@ -233,6 +234,7 @@ static void record_apply(struct sched_state *s, const struct sched_record *r)
 	memcpy(t->last, v, sizeof(t->last));
 	t->gen = s->gen;
 	t->pid = r->pid;
+	t->ppid = r->ppid;
 	t->cgroup_id = r->cgroup_id;
 	memcpy(t->comm, r->comm, sizeof(t->comm));
 	t->slot = r->slot;
@@ -721,6 +723,10 @@ struct wait_entry {
 	struct wait_val val;
 };
 
+_Static_assert(sizeof(struct wait_entry) == sizeof(struct sched_wait_sample) &&
+		       offsetof(struct wait_entry, val) == offsetof(struct sched_wait_sample, val),
+	       "sched_snapshot hands wait entries out as samples");
+
 static int wait_entry_cmp(const void *a, const void *b)
 {
 	return memcmp(&((const struct wait_entry *)a)->key, &((const struct wait_entry *)b)->key,
@@ -811,28 +817,24 @@ static struct json_object *wait_resource(const struct wait_key *k, const struct 
 }
 
 /*
- * GET /api/v1/waits: each live thread's waits per resource (docs/metrics.md, "wait"):
- * what wait_bri holds and each thread's slot, which is not in it yet.
+ * Every (thread, resource) with waits: wait_bri's entries and each thread's slot, sorted by
+ * key and merged. The caller frees *out.
  */
-static int wait_api(struct plumb_module *m, struct json_object *doc)
+static int wait_entries(struct sched_state *s, struct wait_entry **out, size_t *nout)
 {
-	struct sched_state *s = m->priv;
 	int fd = bpf_map__fd(s->skel->maps.wait_bri);
-	struct json_object *list = json_object_new_array();
-	struct wait_entry *e = NULL;
-	size_t n = 0, cap = WAIT_BRI_MAX + s->ntids;
+	size_t n = 0, m = 0, cap = WAIT_BRI_MAX + s->ntids;
 	struct wait_key key, *prev = NULL;
+	struct wait_entry *e;
 	struct hnode *node;
-	int err;
 
-	err = sched_read(s);
-	if (!err && !(e = calloc(cap, sizeof(*e))))
-		err = -ENOMEM;
-	if (err || !list) {
-		json_object_put(list);
-		free(e);
-		return err ? err : -ENOMEM;
-	}
+	*out = NULL;
+	*nout = 0;
+	if (!s->wait_on)
+		return 0;
+	e = calloc(cap, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
 	while (n < cap && !bpf_map_get_next_key(fd, prev, &key)) {
 		e[n].key = key;
 		prev = &e[n].key;
@@ -848,24 +850,49 @@ static int wait_api(struct plumb_module *m, struct json_object *doc)
 		}
 	qsort(e, n, sizeof(*e), wait_entry_cmp);
 	for (size_t i = 0; i < n; i++) {
-		struct wait_val v = e[i].val;
+		if (m && !wait_entry_cmp(&e[m - 1], &e[i])) {
+			e[m - 1].val.ns += e[i].val.ns;
+			e[m - 1].val.n += e[i].val.n;
+			e[m - 1].val.wakes += e[i].val.wakes;
+			continue;
+		}
+		e[m++] = e[i];
+	}
+	*out = e;
+	*nout = m;
+	return 0;
+}
+
+/*
+ * GET /api/v1/waits: each live thread's waits per resource (docs/metrics.md, "wait"):
+ * what wait_bri holds and each thread's slot, which is not in it yet.
+ */
+static int wait_api(struct plumb_module *m, struct json_object *doc)
+{
+	struct sched_state *s = m->priv;
+	struct json_object *list = json_object_new_array();
+	struct wait_entry *e = NULL;
+	size_t n = 0;
+	int err;
+
+	err = sched_read(s);
+	if (!err)
+		err = wait_entries(s, &e, &n);
+	if (err || !list) {
+		json_object_put(list);
+		return err ? err : -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
 		struct sched_tid *t = tid_find(s, e[i].key.tid);
-		struct sched_cgroup *c, probe;
+		struct sched_cgroup *c = NULL, probe, **found;
 		struct json_object *o;
 		char workload[256];
 
-		while (i + 1 < n && !wait_entry_cmp(&e[i], &e[i + 1])) {
-			i++;
-			v.ns += e[i].val.ns;
-			v.n += e[i].val.n;
-			v.wakes += e[i].val.wakes;
-		}
 		if (!t || e[i].key.kind >= WAIT_KINDS || !(o = json_object_new_object()))
 			continue;
 		probe.id = t->cgroup_id;
-		c = tfind(&probe, &s->cgroup_tree, cgroup_cmp) ?
-			    *(struct sched_cgroup **)tfind(&probe, &s->cgroup_tree, cgroup_cmp) :
-			    NULL;
+		found = tfind(&probe, &s->cgroup_tree, cgroup_cmp);
+		c = found ? *found : NULL;
 		json_add_u64(o, "tid", t->tid);
 		json_add_u64(o, "pid", t->pid);
 		json_object_object_add(
@@ -878,14 +905,73 @@ static int wait_api(struct plumb_module *m, struct json_object *doc)
 		}
 		json_add_str(o, "kind", wait_kind_names[e[i].key.kind]);
 		json_object_object_add(o, "resource", wait_resource(&e[i].key, t));
-		json_object_object_add(o, "seconds", json_object_new_double(v.ns / 1e9));
-		json_add_u64(o, "waits", v.n);
-		json_add_u64(o, "wakes", v.wakes);
+		json_object_object_add(o, "seconds", json_object_new_double(e[i].val.ns / 1e9));
+		json_add_u64(o, "waits", e[i].val.n);
+		json_add_u64(o, "wakes", e[i].val.wakes);
 		json_object_array_add(list, o);
 	}
 	free(e);
 	json_object_object_add(doc, "waits", list);
 	return 0;
+}
+
+int sched_snapshot(struct plumb_module *m, struct sched_thread_sample **threads, size_t *n,
+		   struct sched_wait_sample **waits, size_t *nwaits)
+{
+	struct sched_state *s = m->priv;
+	struct sched_thread_sample *t;
+	struct wait_entry *e = NULL;
+	struct hnode *node;
+	size_t k = 0, ne = 0;
+	int err = sched_read(s);
+
+	*threads = NULL;
+	*waits = NULL;
+	*n = *nwaits = 0;
+	if (err)
+		return err;
+	t = calloc(s->ntids ? s->ntids : 1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	for (size_t b = 0; b <= s->tids.mask; b++)
+		for (node = s->tids.buckets[b]; node && k < s->ntids; node = node->next) {
+			struct sched_tid *x = (struct sched_tid *)node;
+
+			t[k] = (struct sched_thread_sample){ .tid = x->tid,
+							     .pid = x->pid,
+							     .ppid = x->ppid,
+							     .start_ns = x->start_ns,
+							     .cgroup_id = x->cgroup_id };
+			memcpy(t[k].comm, x->comm, sizeof(t[k].comm));
+			memcpy(t[k].q, x->last, sizeof(t[k].q));
+			k++;
+		}
+	err = wait_entries(s, &e, &ne);
+	if (err) {
+		free(t);
+		return err;
+	}
+	/* struct wait_entry and struct sched_wait_sample are the same two members */
+	*threads = t;
+	*n = k;
+	*waits = (struct sched_wait_sample *)e;
+	*nwaits = ne;
+	return 0;
+}
+
+const char *sched_cgroup_path(struct plumb_module *m, uint64_t cgroup_id)
+{
+	struct sched_state *s = m->priv;
+	struct sched_cgroup probe = { .id = cgroup_id }, **found;
+	const char *path;
+
+	found = tfind(&probe, &s->cgroup_tree, cgroup_cmp);
+	if (found && (*found)->path[0])
+		return (*found)->path;
+	path = cgroup_cache_resolve(s->cgroups, cgroup_id, SCHED_RESOLVE_RESCAN_MS);
+	if (path && found)
+		snprintf((*found)->path, sizeof((*found)->path), "%s", path);
+	return path ? path : "";
 }
 
 static int sched_load(struct plumb_module *m, const struct plumb_config *cfg)

@@ -145,14 +145,19 @@ def test_threads_before_agent(cleanup):
     def join():
         with open(os.path.join(cg_dir, "cgroup.procs"), "w") as f:
             f.write(str(os.getpid()))
-    p = subprocess.Popen([SCHEDWORK, "spin:2500", f"sleep:{SLEEP_MS}"], preexec_fn=join,
+    # the agent must be up before the spin ends (a wait that began before it is not counted):
+    # under emulation the agent takes seconds to load (5.4 s seen in a 6.1 guest)
+    spin_ms = 12000 if EMULATED else 2500
+    p = subprocess.Popen([SCHEDWORK, f"spin:{spin_ms}", f"sleep:{SLEEP_MS}"], preexec_fn=join,
                          stdout=subprocess.PIPE, text=True)
     cleanup.add(lambda: p.poll() is None and p.kill())
     time.sleep(0.5)
     before = schedstat_run(p.pid)
     agent = Agent(cleanup, "--modules", "sched", wait_for_module=False)
     after = schedstat_run(p.pid)
-    out, _ = p.communicate(timeout=30)
+    assert after < spin_ms / 1000 * 0.9, \
+        f"the agent came up {after:.1f} s into a {spin_ms / 1000} s spin: too late to see the sleep"
+    out, _ = p.communicate(timeout=60)
     w = {k: int(v) / 1e9 for k, v in (f.split("=") for f in out.split())}
     m = settle(agent, lambda m: value(m, METRICS["sleep"], cgroup=cg) >= SLEEP_MS / 1000 * 0.98,
                timeout=10)

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* What the blk module offers its views (plumb diagnose) beyond the module interface. */
+#ifndef PLUMB_BLK_MODULE_H
+#define PLUMB_BLK_MODULE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct plumb_module;
+
+/* Sectors one cgroup submitted to one disk, all ops, cumulative. */
+struct blk_sample {
+	uint64_t cgroup_id;
+	char cgroup[256]; /* "" when not named yet */
+	char device[32];
+	uint64_t sectors;
+};
+
+/* Every (cgroup, disk) with sectors now. The caller frees *out. */
+int blk_snapshot(struct plumb_module *m, struct blk_sample **out, size_t *n);
+
+#endif

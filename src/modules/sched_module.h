@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* What the sched and wait modules offer their views (plumb diagnose) beyond the interface. */
+#ifndef PLUMB_SCHED_MODULE_H
+#define PLUMB_SCHED_MODULE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/types.h>
+
+#include "plumb_sched.h"
+
+struct plumb_module;
+
+/* The per-thread quantities, in this order: ns except the wait counts and the wakes. */
+enum sched_quantity {
+	Q_RUN,
+	Q_RQ,
+	Q_SLEEP,
+	Q_BLOCK,
+	Q_IOWAIT,
+	Q_WAIT_NS, /* + enum wait_kind */
+	Q_WAIT_N = Q_WAIT_NS + WAIT_KINDS,
+	Q_FUTEX_WAKES = Q_WAIT_N + WAIT_KINDS,
+	SCHED_QUANTITIES,
+};
+
+/* One live thread's counts, cumulative (compare two snapshots). */
+struct sched_thread_sample {
+	uint32_t tid, pid, ppid;
+	uint64_t start_ns;
+	uint64_t cgroup_id;
+	char comm[16];
+	uint64_t q[SCHED_QUANTITIES];
+};
+
+/* One live thread's waits on one resource (key.tid), cumulative. */
+struct sched_wait_sample {
+	struct wait_key key;
+	struct wait_val val;
+};
+
+extern const char *const wait_kind_names[WAIT_KINDS];
+
+/*
+ * Reads every thread now: the live threads' counts and their waits per resource (the wait
+ * module's, when it is on). The caller frees both arrays.
+ */
+int sched_snapshot(struct plumb_module *m, struct sched_thread_sample **threads, size_t *n,
+		   struct sched_wait_sample **waits, size_t *nwaits);
+
+/* The cgroup path of an id the module has seen ("" when it cannot be named). */
+const char *sched_cgroup_path(struct plumb_module *m, uint64_t cgroup_id);
+
+#endif

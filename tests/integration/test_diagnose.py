@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""plumb diagnose: each scenario injects one cause into a steady workload; the top finding
+must name it (and its resource), and the same workload without the injection must give
+"no significant change" (issue 5 §5).
+
+  (a) CPU contention: redis-server under redis-benchmark; a CPU hog pinned to its CPU
+  (b) lock contention: threads of build/diagwork on one mutex start holding it longer
+  (c) disk contention: an fsync'ing writer on a loop-mounted ext4; fio starts on the same
+  (d) slow dependency: a client whose local TCP server starts answering slowly
+  (e) a pipeline stage that slows down (the target is the last stage)
+
+Each run: diagnose --duration 10s --interval 500ms --baseline-duration 4s; the test injects
+the cause (SIGUSR1 to build/diagwork, or starting the hog or fio) 0.5 s after the baseline
+ended, counted from when diagnose says it is attached.
+"""
+# plumb-module: wait
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lib import (EMULATED, PLUMB, ROOT, Cleanup, Runner, free_port, make_cgroup,  # noqa: E402
+                 mount_image, require_root, sh)
+
+DIAGWORK = os.path.join(ROOT, "build", "diagwork")
+BASELINE = 4
+RUN = ["--duration", "10s", "--interval", "500ms", "--baseline-duration", f"{BASELINE}s"]
+if EMULATED:  # tests/vm: everything is ~10x slower; longer intervals keep the signals clear
+    BASELINE = 10
+    RUN = ["--duration", "24s", "--interval", "1s", "--baseline-duration", f"{BASELINE}s"]
+
+
+def diagnose(*target, inject=None):
+    """Runs diagnose on target; inject() is called 0.5 s after its baseline ended."""
+    p = subprocess.Popen([PLUMB, "diagnose", *target, *RUN, "--json", "-v"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    try:
+        for line in p.stderr:
+            seen.append(line)
+            if "diagnose: attached" in line:
+                break
+        timer = threading.Timer(BASELINE + 0.5, inject) if inject else None
+        if timer:
+            timer.start()
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    if timer:
+        timer.cancel()
+    assert p.returncode == 0, f"diagnose {target}: exit {p.returncode}: {''.join(seen)}{err}"
+    return json.loads(out)
+
+
+def start(cleanup, *args, **kw):
+    p = subprocess.Popen([DIAGWORK, *args], stderr=subprocess.PIPE, text=True, **kw)
+    cleanup.add(lambda: p.poll() is None and (p.kill(), p.wait()))
+    line = p.stderr.readline()
+    assert line.startswith("ready"), f"diagwork {args}: {line}"
+    return p, line.split()
+
+
+def top(report):
+    return report["findings"][0] if report["findings"] else None
+
+
+def expect_cause(report, cause, resource_part, what):
+    f = top(report)
+    assert f, f"{what}: no finding ({report['verdict']}); tracked: {report['tracking']}"
+    assert f["cause"] == cause and resource_part in f["resource"], \
+        f"{what}: top finding {f['cause']} on {f['resource']}, expected {cause} on " \
+        f"...{resource_part}...: {json.dumps(report['findings'], indent=1)}"
+    return f
+
+
+def expect_clean(report, what):
+    assert report["verdict"] == "no significant change", \
+        f"{what} without the cause: {json.dumps(report['findings'], indent=1)}"
+
+
+def usr1(p, inject):
+    return (lambda: p.send_signal(signal.SIGUSR1)) if inject else None
+
+
+def scenario_lock(cleanup, inject):
+    p, ready = start(cleanup, "lock", "4")
+    report = diagnose("--pid", str(p.pid), inject=usr1(p, inject))
+    if not inject:
+        return expect_clean(report, "lock")
+    addr = int(ready[2], 16)
+    f = expect_cause(report, "lock contention", f"futex 0x{addr:x} in pid {p.pid}", "lock")
+    assert any("waiting on futexes" in e for e in f["evidence"]), f["evidence"]
+
+
+def scenario_pipeline(cleanup, inject):
+    prod = subprocess.Popen([DIAGWORK, "produce"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    cleanup.add(lambda: prod.poll() is None and (prod.kill(), prod.wait()))
+    stage, _ = start(cleanup, "stage", stdin=prod.stdout, stdout=subprocess.PIPE)
+    cons, _ = start(cleanup, "consume", stdin=stage.stdout)
+    prod.stdout.close()
+    stage.stdout.close()
+    pipe = os.readlink(f"/proc/{cons.pid}/fd/0")  # pipe:[N] from the stage
+    report = diagnose("--pid", str(cons.pid), inject=usr1(stage, inject))
+    if not inject:
+        return expect_clean(report, "pipeline")
+    f = expect_cause(report, "pipeline stage", pipe, "pipeline")
+    assert any(f"pid {stage.pid}" in e for e in f["evidence"]), \
+        f"the slow stage (pid {stage.pid}) not named: {f['evidence']}"
+    why = {t["pid"]: t["why"] for t in report["tracking"]}
+    assert stage.pid in why and pipe in why[stage.pid], f"tracking: {report['tracking']}"
+
+
+def scenario_dependency(cleanup, inject):
+    port = free_port()
+    server, _ = start(cleanup, "server", str(port))
+    client, _ = start(cleanup, "client", str(port))
+    report = diagnose("--pid", str(client.pid), inject=usr1(server, inject))
+    if not inject:
+        return expect_clean(report, "dependency")
+    f = expect_cause(report, "slow dependency", f"-> 127.0.0.1:{port}", "dependency")
+    assert any(f"served on this host by: pid {server.pid}" in e for e in f["evidence"]), \
+        f"the server (pid {server.pid}) not named: {f['evidence']}"
+
+
+def scenario_cpu(cleanup, inject):
+    port = free_port()
+    d = "/tmp/plumb-diag-redis-%d" % os.getpid()
+    os.makedirs(d, exist_ok=True)
+    cleanup.add(shutil.rmtree, d, True)
+    redis = subprocess.Popen(["taskset", "-c", "1", "redis-server", "--port", str(port),
+                              "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                              "--dir", d], stdout=subprocess.DEVNULL)
+    cleanup.add(lambda: redis.poll() is None and (redis.kill(), redis.wait()))
+    deadline = time.time() + 10
+    while sh("redis-cli", "-p", str(port), "ping", check=False).stdout.strip() != "PONG":
+        assert time.time() < deadline, "redis-server did not come up"
+        time.sleep(0.1)
+    bench = subprocess.Popen(["taskset", "-c", "0", "redis-benchmark", "-p", str(port), "-c",
+                              "50", "-t", "get,set", "-n", "100000000", "-q"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cleanup.add(lambda: bench.poll() is None and (bench.kill(), bench.wait()))
+    hog = []
+
+    def inject_hog():
+        hog.append(subprocess.Popen(["taskset", "-c", "1", "stress-ng", "--cpu", "1",
+                                     "--timeout", "60s", "--quiet"]))
+    cleanup.add(lambda: [h.kill() or h.wait() for h in hog])
+    time.sleep(0.5)
+    report = diagnose("--pid", str(redis.pid), inject=inject_hog if inject else None)
+    if not inject:
+        return expect_clean(report, "cpu")
+    f = expect_cause(report, "CPU contention", "run-queue", "cpu")
+    assert any("stress-ng" in e for e in f["evidence"]), f"the hog not named: {f['evidence']}"
+
+
+def scenario_disk(cleanup, inject):
+    mnt = "/tmp/plumb-diag-disk-%d" % os.getpid()
+    mount_image(cleanup, mnt, size_mb=256)
+    cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/diag-fio")
+    writer, _ = start(cleanup, "fsync", os.path.join(mnt, "journal"))
+    fio = []
+
+    def join():
+        with open(os.path.join(cg_dir, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+    def inject_fio():
+        fio.append(subprocess.Popen(
+            ["fio", "--name=hammer", f"--filename={mnt}/fio.dat", "--size=128M",
+             "--rw=randwrite", "--bs=64k", "--direct=1", "--ioengine=psync", "--numjobs=2",
+             "--time_based", "--runtime=60"], preexec_fn=join, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL))
+    cleanup.add(lambda: [p.kill() or p.wait() for p in fio])
+    time.sleep(0.5)
+    report = diagnose("--pid", str(writer.pid), inject=inject_fio if inject else None)
+    if not inject:
+        return expect_clean(report, "disk")
+    f = expect_cause(report, "disk contention", "blocked", "disk")
+    assert any(cg in e for e in f["evidence"]), f"fio's cgroup {cg} not named: {f['evidence']}"
+
+
+def test_errors():
+    """A PID that does not exist: exit 1 and one line; a bad option: exit 2."""
+    r = subprocess.run([PLUMB, "diagnose", "--pid", "4194000"], capture_output=True, text=True)
+    assert r.returncode == 1 and r.stderr.strip() == \
+        "plumb diagnose: no process with pid 4194000", (r.returncode, r.stderr)
+    r = subprocess.run([PLUMB, "diagnose", "--pid", "1", "--comm", "x"], capture_output=True,
+                       text=True)
+    assert r.returncode == 2 and "exactly one of" in r.stderr, (r.returncode, r.stderr)
+
+
+def test_partial(cleanup):
+    """The target exits mid-run: a partial report, exit 0."""
+    p, _ = start(cleanup, "lock", "2")
+    threading.Timer(6, p.kill).start()
+    report = diagnose("--pid", str(p.pid))
+    assert report["partial"] and report["intervals"] < 20, \
+        f"partial {report['partial']}, {report['intervals']} intervals"
+
+
+def run_scenario(fn, inject):
+    cleanup = Cleanup()
+    try:
+        fn(cleanup, inject)
+    finally:
+        cleanup.run()
+
+
+def main():
+    require_root()
+    runner = Runner()
+    runner.run("diagnose: errors", test_errors)
+    for name, fn in (("(b) lock contention", scenario_lock),
+                     ("(e) a pipeline stage slows down", scenario_pipeline),
+                     ("(d) slow dependency", scenario_dependency),
+                     ("(a) CPU contention", scenario_cpu),
+                     ("(c) disk contention", scenario_disk)):
+        runner.run(f"diagnose: {name}, named", run_scenario, fn, True)
+        runner.run(f"diagnose: {name}, clean run: no significant change", run_scenario, fn,
+                   False)
+    runner.run("diagnose: target exits: partial report", run_scenario,
+               lambda c, _: test_partial(c), None)
+    return runner.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
