@@ -84,6 +84,9 @@ struct sched_thread {
 	struct wait_key open; /* .kind WAIT_NONE when the open episode is no wait */
 	struct wait_key slot; /* flushed to wait_bri when a wait on another resource ends */
 	struct wait_val slot_val;
+	/* the last shared futex's key, by (mm, address): bpf_find_vma only when either changes */
+	__u64 fcache_uaddr, fcache_mm, fcache_a, fcache_b;
+	__u32 fcache_c, fcache_bri;
 };
 
 enum sched_record_kind {
