@@ -397,8 +397,11 @@ static __always_inline void wait_close(struct sched_thread *t, __u64 d)
 
 /*
  * prev_state is the raw __state: test bits, never compare (0x2001 is an interruptible,
- * freezable sleep). A thread is runnable when either the traced state or the state now is 0:
- * a pending signal sets it running after prev_state was sampled.
+ * freezable sleep). A thread is runnable when either the traced state or the state now is 0
+ * (a pending signal sets it running after prev_state was sampled), and when it was preempted:
+ * a thread preempted between setting a sleeping state and calling schedule() stays on the
+ * run queue with that state, and runs again without any wakeup (counted as wakeup_unseen,
+ * ~2 a second on an idle host, until preempt was tested).
  */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
@@ -408,7 +411,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	__u32 kind = SCHED_SLEEP;
 	__u64 now;
 
-	if (!prev_state || (prev_state & TASK_DEAD) || !task_state(prev))
+	if (preempt || !prev_state || (prev_state & TASK_DEAD) || !task_state(prev))
 		return 0;
 	now = task_rq_clock(prev);
 	if (!now)

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 
 #include "plumb.h"
 
@@ -10,6 +13,36 @@ struct plumb_module *plumb_modules[] = {
 };
 
 const size_t plumb_module_count = sizeof(plumb_modules) / sizeof(plumb_modules[0]);
+
+void percpu_counters_sum(int map_fd, uint32_t n, uint64_t *out)
+{
+	int ncpus = libbpf_num_possible_cpus();
+	uint64_t *percpu = ncpus > 0 ? calloc(ncpus, sizeof(*percpu)) : NULL;
+
+	memset(out, 0, n * sizeof(*out));
+	for (uint32_t k = 0; percpu && k < n; k++)
+		if (!bpf_map_lookup_elem(map_fd, &k, percpu))
+			for (int c = 0; c < ncpus; c++)
+				out[k] += percpu[c];
+	free(percpu);
+}
+
+void health_add_map(struct module_health *h, const char *name, uint64_t entries, uint64_t capacity)
+{
+	if (h->nmaps == MODULE_MAX_MAPS)
+		return;
+	h->maps[h->nmaps].name = name;
+	h->maps[h->nmaps].entries = entries;
+	h->maps[h->nmaps++].capacity = capacity;
+}
+
+void health_add_lost(struct module_health *h, const char *reason, uint64_t count)
+{
+	if (h->nlost == MODULE_MAX_REASONS)
+		return;
+	h->lost[h->nlost].reason = reason;
+	h->lost[h->nlost++].count = count;
+}
 
 void module_attach_settle(struct plumb_module *m, bool attached)
 {

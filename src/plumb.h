@@ -88,6 +88,13 @@ struct plumb_module {
 	size_t nattach;
 };
 
+/* Sums each of the first n keys of a per-CPU array map of __u64 over the CPUs into out. */
+void percpu_counters_sum(int map_fd, uint32_t n, uint64_t *out);
+
+/* Appends a map's fill, or a lost reason's count, to h. */
+void health_add_map(struct module_health *h, const char *name, uint64_t entries, uint64_t capacity);
+void health_add_lost(struct module_health *h, const char *reason, uint64_t count);
+
 /* Turns every "chosen" attach point into "attached", or into "not attached" after a failure. */
 void module_attach_settle(struct plumb_module *m, bool attached);
 

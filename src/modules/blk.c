@@ -333,33 +333,21 @@ static void blk_health(struct plumb_module *m, struct module_health *h)
 	struct blk_state *s = m->priv;
 	static const char *const reasons[BLK_LOST_REASONS] = { "sectors_full", "latency_full",
 							       "no_start_time" };
-	__u64 *percpu = calloc(s->ncpus, sizeof(__u64));
-	int fd = bpf_map__fd(s->skel->maps.blk_lost);
+	uint64_t lost[BLK_LOST_REASONS];
+	int fd = bpf_map__fd(s->skel->maps.blk_latency);
 	struct blk_lat_key key, *prev = NULL;
 	size_t nlat = 0;
 
 	h->nmaps = h->nlost = 0;
-	for (__u32 r = 0; r < BLK_LOST_REASONS; r++) {
-		uint64_t sum = 0;
-
-		if (percpu && !bpf_map_lookup_elem(fd, &r, percpu))
-			for (int c = 0; c < s->ncpus; c++)
-				sum += percpu[c];
-		h->lost[h->nlost].reason = reasons[r];
-		h->lost[h->nlost++].count = sum;
-	}
-	free(percpu);
-	fd = bpf_map__fd(s->skel->maps.blk_latency);
+	percpu_counters_sum(bpf_map__fd(s->skel->maps.blk_lost), BLK_LOST_REASONS, lost);
+	for (__u32 r = 0; r < BLK_LOST_REASONS; r++)
+		health_add_lost(h, reasons[r], lost[r]);
 	while (!bpf_map_get_next_key(fd, prev, &key)) {
 		prev = &key;
 		nlat++;
 	}
-	h->maps[h->nmaps].name = "blk_sectors";
-	h->maps[h->nmaps].entries = s->in_map;
-	h->maps[h->nmaps++].capacity = BLK_SECTORS_MAX;
-	h->maps[h->nmaps].name = "blk_latency";
-	h->maps[h->nmaps].entries = nlat;
-	h->maps[h->nmaps++].capacity = BLK_LAT_MAX;
+	health_add_map(h, "blk_sectors", s->in_map, BLK_SECTORS_MAX);
+	health_add_map(h, "blk_latency", nlat, BLK_LAT_MAX);
 	h->obj = s->skel->obj;
 }
 

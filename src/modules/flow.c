@@ -1264,8 +1264,7 @@ static void flow_health(struct plumb_module *m, struct module_health *h)
 	static const char *const reasons[FLOW_LOST_REASONS] = { "ringbuf_full", "conns_full",
 								"dgram_full", "unix_full",
 								"mmsg_first_peer" };
-	int ncpus = libbpf_num_possible_cpus();
-	__u64 *percpu = ncpus > 0 ? calloc(ncpus, sizeof(__u64)) : NULL;
+	uint64_t lost[FLOW_LOST_REASONS];
 
 	h->maps[h->nmaps].name = "flow_conns";
 	h->maps[h->nmaps].entries = s->in_map;
@@ -1285,17 +1284,9 @@ static void flow_health(struct plumb_module *m, struct module_health *h)
 	h->maps[h->nmaps].name = "graph_ends";
 	h->maps[h->nmaps].entries = s->nends;
 	h->maps[h->nmaps++].capacity = s->agg_capacity;
-	for (__u32 r = 0; r < FLOW_LOST_REASONS; r++) {
-		uint64_t sum = 0;
-
-		if (percpu && !bpf_map__lookup_elem(s->skel->maps.flow_lost, &r, sizeof(r), percpu,
-						    ncpus * sizeof(__u64), 0))
-			for (int c = 0; c < ncpus; c++)
-				sum += percpu[c];
-		h->lost[h->nlost].reason = reasons[r];
-		h->lost[h->nlost++].count = sum;
-	}
-	free(percpu);
+	percpu_counters_sum(bpf_map__fd(s->skel->maps.flow_lost), FLOW_LOST_REASONS, lost);
+	for (__u32 r = 0; r < FLOW_LOST_REASONS; r++)
+		health_add_lost(h, reasons[r], lost[r]);
 	h->lost[h->nlost].reason = "connections_full";
 	h->lost[h->nlost++].count = s->tracks_full;
 	h->lost[h->nlost].reason = "aggregates_full";

@@ -540,17 +540,11 @@ static void io_health(struct plumb_module *m, struct module_health *h)
 	struct io_state *s = m->priv;
 	static const char *const reasons[IO_LOST_REASONS] = { "stats_map_full", "ringbuf_full",
 							      "args_unknown" };
-	uint64_t lost[IO_LOST_REASONS] = { 0 };
+	uint64_t lost[IO_LOST_REASONS];
 	struct cgroup_cache_stats cg;
 	struct mount_cache_stats mnt;
-	__u64 *percpu = calloc(s->ncpus, sizeof(__u64));
-	int fd = bpf_map__fd(s->skel->maps.io_lost);
 
-	for (__u32 r = 0; percpu && r < IO_LOST_REASONS; r++)
-		if (!bpf_map_lookup_elem(fd, &r, percpu))
-			for (int cpu = 0; cpu < s->ncpus; cpu++)
-				lost[r] += percpu[cpu];
-	free(percpu);
+	percpu_counters_sum(bpf_map__fd(s->skel->maps.io_lost), IO_LOST_REASONS, lost);
 
 	h->nmaps = 0;
 	h->maps[h->nmaps].name = "io_stats";

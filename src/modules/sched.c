@@ -488,48 +488,21 @@ static int wait_collect(struct plumb_module *m, struct prom_writer *w)
 	return w->err;
 }
 
-/* The per-CPU lost counts, summed over CPUs. */
-static void lost_read(struct sched_state *s, uint64_t lost[SCHED_LOST_REASONS])
-{
-	__u64 *percpu = calloc(s->ncpus, sizeof(__u64));
-	int fd = bpf_map__fd(s->skel->maps.sched_lost);
-
-	memset(lost, 0, SCHED_LOST_REASONS * sizeof(lost[0]));
-	for (__u32 r = 0; percpu && r < SCHED_LOST_REASONS; r++)
-		if (!bpf_map_lookup_elem(fd, &r, percpu))
-			for (int cpu = 0; cpu < s->ncpus; cpu++)
-				lost[r] += percpu[cpu];
-	free(percpu);
-}
-
-static void health_map(struct module_health *h, const char *name, uint64_t n, uint64_t cap)
-{
-	h->maps[h->nmaps].name = name;
-	h->maps[h->nmaps].entries = n;
-	h->maps[h->nmaps++].capacity = cap;
-}
-
-static void health_lost(struct module_health *h, const char *reason, uint64_t n)
-{
-	h->lost[h->nlost].reason = reason;
-	h->lost[h->nlost++].count = n;
-}
-
 static void sched_health(struct plumb_module *m, struct module_health *h)
 {
 	struct sched_state *s = m->priv;
 	uint64_t lost[SCHED_LOST_REASONS];
 
-	lost_read(s, lost);
+	percpu_counters_sum(bpf_map__fd(s->skel->maps.sched_lost), SCHED_LOST_REASONS, lost);
 	h->nmaps = h->nlost = 0;
-	health_map(h, "threads", s->ntids, SCHED_THREADS_MAX);
-	health_map(h, "cgroups", s->ncgroups, SCHED_CGROUPS_MAX);
-	health_lost(h, "ringbuf_full", lost[SCHED_LOST_RINGBUF_FULL]);
-	health_lost(h, "storage_full", lost[SCHED_LOST_STORAGE]);
-	health_lost(h, "wakeup_unseen", lost[SCHED_LOST_UNCLOSED]);
-	health_lost(h, "threads_full", s->tids_full);
-	health_lost(h, "cgroups_full", s->cgroups_full);
-	health_lost(h, "exit_missed", s->exit_missed);
+	health_add_map(h, "threads", s->ntids, SCHED_THREADS_MAX);
+	health_add_map(h, "cgroups", s->ncgroups, SCHED_CGROUPS_MAX);
+	health_add_lost(h, "ringbuf_full", lost[SCHED_LOST_RINGBUF_FULL]);
+	health_add_lost(h, "storage_full", lost[SCHED_LOST_STORAGE]);
+	health_add_lost(h, "wakeup_unseen", lost[SCHED_LOST_UNCLOSED]);
+	health_add_lost(h, "threads_full", s->tids_full);
+	health_add_lost(h, "cgroups_full", s->cgroups_full);
+	health_add_lost(h, "exit_missed", s->exit_missed);
 	h->obj = s->owner == m ? s->skel->obj : NULL;
 }
 
@@ -538,11 +511,11 @@ static void wait_health(struct plumb_module *m, struct module_health *h)
 	struct sched_state *s = m->priv;
 	uint64_t lost[SCHED_LOST_REASONS];
 
-	lost_read(s, lost);
+	percpu_counters_sum(bpf_map__fd(s->skel->maps.sched_lost), SCHED_LOST_REASONS, lost);
 	h->nmaps = h->nlost = 0;
-	health_map(h, "wait_bri", s->nbri, WAIT_BRI_MAX);
-	health_lost(h, "bri_full", lost[WAIT_LOST_BRI_FULL]);
-	health_lost(h, "futex_key_unresolved", lost[WAIT_LOST_FUTEX_KEY]);
+	health_add_map(h, "wait_bri", s->nbri, WAIT_BRI_MAX);
+	health_add_lost(h, "bri_full", lost[WAIT_LOST_BRI_FULL]);
+	health_add_lost(h, "futex_key_unresolved", lost[WAIT_LOST_FUTEX_KEY]);
 	h->obj = s->owner == m ? s->skel->obj : NULL;
 }
 
@@ -622,6 +595,34 @@ static void shared_notes(struct plumb_module *m, struct sched_state *s, bool wai
 				" (run-queue time: not kept by this kernel, CONFIG_SCHED_INFO)");
 }
 
+/* The fork, exit and iterator programs (first), or the switch and wakeup ones. */
+static int sched_attach(struct sched_state *s, bool switches)
+{
+	struct sched_bpf *k = s->skel;
+	struct {
+		struct bpf_program *prog;
+		struct bpf_link **link;
+		bool switches;
+	} order[] = {
+		{ k->progs.sched_fork, &k->links.sched_fork, false },
+		{ k->progs.sched_exit, &k->links.sched_exit, false },
+		{ k->progs.sched_read, &k->links.sched_read, false },
+		/* wakeups before switches: a wait that starts is always seen to end */
+		{ k->progs.sched_wakeup, &k->links.sched_wakeup, true },
+		{ k->progs.wait_waking, &k->links.wait_waking, true },
+		{ k->progs.sched_switch, &k->links.sched_switch, true },
+	};
+
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		if (order[i].switches != switches || !bpf_program__autoload(order[i].prog))
+			continue;
+		*order[i].link = bpf_program__attach(order[i].prog);
+		if (!*order[i].link)
+			return -errno;
+	}
+	return 0;
+}
+
 /*
  * Loads the object the sched and wait modules share, or joins it when the other one did;
  * wait_on is fixed by the first load: the waits are classified when the wait module is
@@ -691,24 +692,33 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 		goto out_unload;
 	}
 	s->attach_ns = monotonic_ns();
-	err = sched_bpf__attach(s->skel);
-	if (err) {
-		snprintf(m->error, sizeof(m->error), "cannot attach to sched tracepoints: %s",
-			 strerror(-err));
-		goto out_unload;
-	}
+	/*
+	 * Fork, exit and the iterator first, and one read, which makes every existing thread's
+	 * task storage; then the switch and wakeup programs, which only look it up: no thread
+	 * blocks without storage in between (each would count as storage_full).
+	 */
 	s->exits = ring_buffer__new(bpf_map__fd(s->skel->maps.sched_exits), handle_exit, s, NULL);
 	if (!s->exits) {
 		err = -errno;
 		snprintf(m->error, sizeof(m->error), "cannot open ring buffer: %s", strerror(-err));
 		goto out_unload;
 	}
-	module_attach_settle(m, true);
-	err = sched_read(s); /* the baseline of every thread that is already there */
+	err = sched_attach(s, false);
+	if (!err) {
+		err = sched_read(s); /* the baseline of every thread that is already there */
+		if (err)
+			snprintf(m->error, sizeof(m->error), "cannot read threads: %s",
+				 strerror(-err));
+	}
+	if (!err)
+		err = sched_attach(s, true);
 	if (err) {
-		snprintf(m->error, sizeof(m->error), "cannot read threads: %s", strerror(-err));
+		if (!m->error[0])
+			snprintf(m->error, sizeof(m->error),
+				 "cannot attach to sched tracepoints: %s", strerror(-err));
 		goto out_unload;
 	}
+	module_attach_settle(m, true);
 	s->last_expiry_ms = s->last_prune_ms = monotonic_ms();
 	return 0;
 
