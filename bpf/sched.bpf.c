@@ -45,6 +45,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define S_IFSOCK	     0140000
 #define S_IFIFO		     0010000
 #define PAGE_SHIFT	     12
+#define AF_UNIX		     1
 /* include/uapi/linux/futex.h */
 #define FUTEX_PRIVATE_FLAG 128
 #define FUTEX_CMD_MASK	   0x7f
@@ -264,6 +265,15 @@ static __always_inline void fd_wait(struct task_struct *prev, long fd, struct wa
 	k->bri = BRI_INODE;
 	k->a = BPF_CORE_READ(inode, i_ino);
 	k->b = BPF_CORE_READ(inode, i_sb, s_dev);
+	if (type == S_IFSOCK) {
+		/* a unix socket's peer (sockfs inode numbers are 32-bit: get_next_ino()) */
+		struct socket *sock = (struct socket *)BPF_CORE_READ(file, private_data);
+		struct sock *sk = BPF_CORE_READ(sock, sk);
+
+		if (sk && BPF_CORE_READ(sk, __sk_common.skc_family) == AF_UNIX)
+			k->c = BPF_CORE_READ((struct unix_sock *)sk, peer, sk_socket, file, f_inode,
+					     i_ino);
+	}
 }
 
 /*

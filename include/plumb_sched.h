@@ -46,7 +46,8 @@ enum wait_kind {
 /* How a wait's resource (BRI) is named: the meaning of wait_key.a and .b. */
 enum wait_bri {
 	BRI_NONE = 0, /* poll/select */
-	BRI_INODE, /* pipe or socket: a = inode number, b = its superblock's dev_t */
+	BRI_INODE, /* pipe or socket: a = inode number, b = its superblock's dev_t; c = a unix
+		    * socket's peer's inode number */
 	BRI_FUTEX_PRIVATE, /* a = user address, b = the mm (address space) */
 	BRI_FUTEX_SHARED, /* a = inode number of the mapped file, b = offset in it; dev in c */
 	BRI_EPOLL, /* a = the eventpoll instance, b = the fd it was waited through */

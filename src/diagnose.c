@@ -31,6 +31,7 @@
 #include "plumb.h"
 #include "modules/blk_module.h"
 #include "modules/sched_module.h"
+#include "identity/sockets.h"
 
 #define DIAG_MAX_TRACKED 4096
 #define DIAG_MAX_SERIES	 1024
@@ -93,79 +94,6 @@ struct diag {
 };
 
 /* ---- /proc lookups: sockets' addresses, who holds a pipe or a socket ---- */
-
-/* "0100007F:1F90" (/proc/net/tcp, IPv4) or 32 hex digits for IPv6, into "127.0.0.1:8080". */
-static void hex_endpoint(const char *hex, char *out, size_t len)
-{
-	unsigned int port = 0, b[16];
-	const char *colon = strchr(hex, ':');
-	size_t n = colon ? (size_t)(colon - hex) : 0;
-
-	if (colon)
-		sscanf(colon + 1, "%x", &port);
-	if (n == 8) {
-		unsigned int a;
-
-		sscanf(hex, "%8x", &a); /* the kernel prints the __be32 as a host-order int */
-		snprintf(out, len, "%u.%u.%u.%u:%u", a & 0xff, a >> 8 & 0xff, a >> 16 & 0xff,
-			 a >> 24, port);
-		return;
-	}
-	if (n == 32) {
-		for (int i = 0; i < 4; i++) {
-			unsigned int w;
-
-			sscanf(hex + 8 * i, "%8x", &w);
-			for (int k = 0; k < 4; k++)
-				b[4 * i + k] = w >> (8 * k) & 0xff;
-		}
-		snprintf(out, len,
-			 "[%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x]"
-			 ":%u",
-			 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-			 b[12], b[13], b[14], b[15], port);
-		return;
-	}
-	snprintf(out, len, "?");
-}
-
-/*
- * The TCP socket with inode ino in pid's network namespace: its local and remote ends (hex,
- * as /proc/net/tcp prints them) and the inode of the socket with those ends swapped (its
- * peer on this host), 0 when there is none.
- */
-static int tcp_socket(uint32_t pid, uint64_t ino, char *local, char *remote, uint64_t *peer)
-{
-	static const char *const tables[] = { "tcp", "tcp6" };
-	char path[64], line[512], l[64], r[64];
-	unsigned long long inode;
-	int found = 0;
-
-	*peer = 0;
-	for (int pass = 0; pass < 2; pass++)
-		for (size_t t = 0; t < 2; t++) {
-			FILE *f;
-
-			snprintf(path, sizeof(path), "/proc/%u/net/%s", pid, tables[t]);
-			f = fopen(path, "r");
-			if (!f)
-				continue;
-			while (fgets(line, sizeof(line), f))
-				if (sscanf(line, "%*s %63s %63s %*s %*s %*s %*s %*s %*s %llu", l, r,
-					   &inode) == 3) {
-					if (!pass && inode == ino) {
-						strcpy(local, l);
-						strcpy(remote, r);
-						found = 1;
-					} else if (pass && found && !strcmp(l, remote) &&
-						   !strcmp(r, local)) {
-						*peer = inode;
-					}
-				}
-			fclose(f);
-		}
-	return found ? 0 : -ENOENT;
-}
 
 /* Processes that hold a file whose link reads "<type>:[ino]", up to max, into pids. */
 static size_t fd_holders(const char *type, uint64_t ino, uint32_t *pids, size_t max)
@@ -286,18 +214,28 @@ static bool wait_same_resource(const struct wait_key *a, const struct wait_key *
 	       a->c == b->c;
 }
 
+/* The inode of the socket at the other end of a local socket: unix (BPF), TCP or UDP. */
+static uint64_t socket_peer(const struct wait_key *k, uint32_t pid)
+{
+	struct socket_ends e;
+
+	if (k->c)
+		return k->c; /* a unix socket's peer, read by the BPF program */
+	return socket_ends(pid, k->a, &e) ? 0 : e.peer_inode;
+}
+
 static void resource_name(const struct wait_key *k, uint32_t pid, char *out, size_t len)
 {
-	char l[64], r[64], lo[80], re[80];
-	uint64_t peer;
+	struct socket_ends e;
 
 	switch (k->bri) {
 	case BRI_INODE:
-		if (k->kind == WAIT_SOCKET && !tcp_socket(pid, k->a, l, r, &peer)) {
-			hex_endpoint(l, lo, sizeof(lo));
-			hex_endpoint(r, re, sizeof(re));
-			snprintf(out, len, "socket:[%llu] %s -> %s", (unsigned long long)k->a, lo,
-				 re);
+		if (k->kind == WAIT_SOCKET && !socket_ends(pid, k->a, &e)) {
+			snprintf(out, len, "socket:[%llu] %s %s -> %s", (unsigned long long)k->a,
+				 e.proto, e.local, e.remote);
+		} else if (k->kind == WAIT_SOCKET && k->c) {
+			snprintf(out, len, "socket:[%llu] unix, peer socket:[%u]",
+				 (unsigned long long)k->a, k->c);
 		} else {
 			snprintf(out, len, "%s:[%llu]", k->kind == WAIT_PIPE ? "pipe" : "socket",
 				 (unsigned long long)k->a);
@@ -327,9 +265,9 @@ static void track_holders(struct diag *d, const struct sched_wait_sample *w, uin
 			  const struct sched_thread_sample *all, size_t n)
 {
 	uint32_t pids[16];
-	uint64_t ino = w->key.a, peer = 0;
+	uint64_t ino = w->key.a;
 	const char *type = w->key.kind == WAIT_PIPE ? "pipe" : "socket";
-	char l[64], r[64], name[240];
+	char name[240];
 	size_t np;
 
 	if (w->key.bri != BRI_INODE || (w->key.kind != WAIT_PIPE && w->key.kind != WAIT_SOCKET))
@@ -341,9 +279,9 @@ static void track_holders(struct diag *d, const struct sched_wait_sample *w, uin
 		return;
 	d->scanned[d->nscanned++] = ino;
 	if (w->key.kind == WAIT_SOCKET) {
-		if (tcp_socket(pid, ino, l, r, &peer) || !peer)
-			return; /* not TCP, or its peer is not on this host */
-		ino = peer;
+		ino = socket_peer(&w->key, pid);
+		if (!ino)
+			return; /* its peer is not on this host */
 	}
 	resource_name(&w->key, pid, name, sizeof(name));
 	np = fd_holders(type, ino, pids, 16);
@@ -540,6 +478,12 @@ static int finding_cmp(const void *a, const void *b)
 
 	if (x->r.significant != y->r.significant)
 		return y->r.significant - x->r.significant;
+	/*
+	 * More time in epoll is a server with less to do: its requests come slower, the cause is
+	 * upstream. It ranks after every other significant rise, which would explain it.
+	 */
+	if ((x->s->cause == DIAG_EPOLL) != (y->s->cause == DIAG_EPOLL))
+		return (x->s->cause == DIAG_EPOLL) - (y->s->cause == DIAG_EPOLL);
 	return x->r.change < y->r.change ? 1 : x->r.change > y->r.change ? -1 : 0;
 }
 
@@ -737,19 +681,19 @@ static bool pid_is_seed(struct diag *d, uint32_t pid)
 static void evidence_other_end(struct diag *d, struct series *s, struct json_object *ev)
 {
 	uint32_t pids[8];
-	uint64_t ino = s->wkey.a, peer = 0;
-	char l[64], r[64], line[300], comm[32];
+	uint64_t ino = s->wkey.a;
+	char line[300], comm[32];
 	size_t n;
 
 	if (s->wkey.bri != BRI_INODE)
 		return;
 	if (s->wkey.kind == WAIT_SOCKET) {
-		if (tcp_socket(s->pid, ino, l, r, &peer) || !peer) {
+		ino = socket_peer(&s->wkey, s->pid);
+		if (!ino) {
 			json_object_array_add(
 				ev, json_object_new_string("the remote end is not on this host"));
 			return;
 		}
-		ino = peer;
 	}
 	n = fd_holders(s->wkey.kind == WAIT_PIPE ? "pipe" : "socket", ino, pids, 8);
 	for (size_t i = 0; i < n; i++) {
@@ -1029,7 +973,7 @@ int diagnose_run(const struct diagnose_options *o)
 	char cgroup_root[4096], err[512];
 	struct json_object *doc;
 	struct stat st;
-	double t0;
+	double t0, start;
 	int ret = 1;
 
 	if (o->pid && kill(o->pid, 0) && errno == ESRCH) {
@@ -1093,14 +1037,19 @@ int diagnose_run(const struct diagnose_options *o)
 	if (!d.nbase)
 		mark(&d, 1, d.prev, d.nprev); /* --baseline: the whole run is the observation */
 	pr_info("diagnose: attached; %zu threads tracked\n", d.ntracked);
-	t0 = monotonic_s();
+	if (!d.nbase)
+		pr_info("diagnose: observation window starts\n");
+	t0 = start = monotonic_s();
 	while (!exiting && d.nint + 1 < d.max_int) {
 		struct sched_thread_sample *t;
 		struct sched_wait_sample *w;
 		size_t n, nw;
-		double t1;
+		double t1, wait;
 
-		usleep(o->interval_ms * 1000);
+		/* on a fixed cadence from the start: a slow snapshot does not stretch the run */
+		wait = start + (d.nint + 1) * o->interval_ms / 1e3 - monotonic_s();
+		if (wait > 0)
+			usleep((useconds_t)(wait * 1e6));
 		if (exiting)
 			break;
 		if (sched_snapshot(&wait_module, &t, &n, &w, &nw))
@@ -1108,8 +1057,10 @@ int diagnose_run(const struct diagnose_options *o)
 		t1 = monotonic_s();
 		interval_add(&d, t, n, w, nw, t1 - t0);
 		tracking_update(&d, &wait_module, t, n, w, nw);
-		if (d.nint == d.nbase && d.nbase)
+		if (d.nint == d.nbase && d.nbase) {
 			mark(&d, 1, t, n);
+			pr_info("diagnose: observation window starts\n");
+		}
 		free(d.prev);
 		free(d.prev_waits);
 		d.prev = t;

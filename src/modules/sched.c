@@ -32,6 +32,7 @@
 #include "probe.h"
 #include "export/prom.h"
 #include "identity/cgroup.h"
+#include "identity/sockets.h"
 #include "identity/workload.h"
 #include <json-c/json.h>
 
@@ -788,7 +789,33 @@ static void json_add_dev(struct json_object *o, const char *k, uint64_t dev)
 	json_add_str(o, k, buf);
 }
 
-static struct json_object *wait_resource(const struct wait_key *k, const struct sched_tid *t)
+/*
+ * A socket's ends: a unix socket's peer inode (from BPF); a TCP or UDP socket's addresses and
+ * local peer from /proc/<pid>/net (at most *budget lookups per request: each reads the tables).
+ */
+static void wait_socket(struct json_object *r, const struct wait_key *k, uint32_t pid, int *budget)
+{
+	struct socket_ends e;
+
+	if (k->c) {
+		json_add_str(r, "family", "unix");
+		json_add_u64(r, "peer_inode", k->c);
+		return;
+	}
+	if (*budget <= 0 || socket_ends(pid, k->a, &e)) {
+		(*budget)--;
+		return;
+	}
+	(*budget)--;
+	json_add_str(r, "family", e.proto);
+	json_add_str(r, "local", e.local);
+	json_add_str(r, "remote", e.remote);
+	if (e.peer_inode)
+		json_add_u64(r, "peer_inode", e.peer_inode);
+}
+
+static struct json_object *wait_resource(const struct wait_key *k, const struct sched_tid *t,
+					 int *budget)
 {
 	struct json_object *r = json_object_new_object();
 
@@ -799,6 +826,8 @@ static struct json_object *wait_resource(const struct wait_key *k, const struct 
 		json_add_str(r, "type", k->kind == WAIT_PIPE ? "pipe" : "socket");
 		json_add_u64(r, "inode", k->a);
 		json_add_dev(r, "dev", k->b);
+		if (k->kind == WAIT_SOCKET)
+			wait_socket(r, k, t->pid, budget);
 		break;
 	case BRI_FUTEX_PRIVATE: /* the address space is the thread's process */
 		json_add_str(r, "type", "futex");
@@ -873,6 +902,9 @@ static int wait_entries(struct sched_state *s, struct wait_entry **out, size_t *
 	return 0;
 }
 
+/* TCP/UDP sockets whose addresses one /api/v1/waits request looks up in /proc */
+#define WAIT_API_SOCKETS 256
+
 /*
  * GET /api/v1/waits: each live thread's waits per resource (docs/metrics.md, "wait"):
  * what wait_bri holds and each thread's slot, which is not in it yet.
@@ -882,8 +914,8 @@ static int wait_api(struct plumb_module *m, struct json_object *doc)
 	struct sched_state *s = m->priv;
 	struct json_object *list = json_object_new_array();
 	struct wait_entry *e = NULL;
+	int err, budget = WAIT_API_SOCKETS;
 	size_t n = 0;
-	int err;
 
 	err = sched_read(s);
 	if (!err)
@@ -914,7 +946,7 @@ static int wait_api(struct plumb_module *m, struct json_object *doc)
 			json_add_str(o, "workload", workload);
 		}
 		json_add_str(o, "kind", wait_kind_names[e[i].key.kind]);
-		json_object_object_add(o, "resource", wait_resource(&e[i].key, t));
+		json_object_object_add(o, "resource", wait_resource(&e[i].key, t, &budget));
 		json_object_object_add(o, "seconds", json_object_new_double(e[i].val.ns / 1e9));
 		json_add_u64(o, "waits", e[i].val.n);
 		json_add_u64(o, "wakes", e[i].val.wakes);

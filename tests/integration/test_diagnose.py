@@ -10,8 +10,8 @@ must name it (and its resource), and the same workload without the injection mus
   (e) a pipeline stage that slows down (the target is the last stage)
 
 Each run: diagnose --duration 10s --interval 500ms --baseline-duration 4s; the test injects
-the cause (SIGUSR1 to build/diagwork, or starting the hog or fio) 0.5 s after the baseline
-ended, counted from when diagnose says it is attached.
+the cause (SIGUSR1 to build/diagwork, or starting the hog or fio) 0.5 s after diagnose says
+its observation window started.
 """
 # plumb-module: wait
 
@@ -37,16 +37,17 @@ if EMULATED:  # tests/vm: everything is ~10x slower; longer intervals keep the s
 
 
 def diagnose(*target, inject=None):
-    """Runs diagnose on target; inject() is called 0.5 s after its baseline ended."""
+    """Runs diagnose on target; inject() is called 0.5 s into its observation window (it
+    says when that starts: with -v, "observation window starts")."""
     p = subprocess.Popen([PLUMB, "diagnose", *target, *RUN, "--json", "-v"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen = []
+    seen, timer = [], None
     try:
         for line in p.stderr:
             seen.append(line)
-            if "diagnose: attached" in line:
+            if "observation window starts" in line:
                 break
-        timer = threading.Timer(BASELINE + 0.5, inject) if inject else None
+        timer = threading.Timer(0.5, inject) if inject else None
         if timer:
             timer.start()
         out, err = p.communicate(timeout=120)

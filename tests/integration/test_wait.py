@@ -3,7 +3,8 @@
 resource.
 
 Ground truth: build/waitwork, in a fresh cgroup, has one thread block a known number of times
-on one resource (a pipe, a TCP socket, a private or a shared futex, an epoll instance) while
+on one resource (a pipe, a TCP socket, a unix socket, a private or a shared futex, an epoll
+instance) while
 its main thread releases it after known sleeps; the waiter times each blocking call itself
 and prints the resource's identity (inode, futex address, epoll fd).
 """
@@ -41,7 +42,7 @@ class Work:
         line = self.proc.stdout.readline()
         assert line, f"waitwork {kind} printed nothing (exit {self.proc.poll()})"
         self.w = {k: v for k, v in (f.split("=") for f in line.split())}
-        for k in ("tid", "pid", "blocked", "rounds", "ino", "off", "epfd"):
+        for k in ("tid", "pid", "blocked", "rounds", "ino", "peer", "off", "epfd"):
             self.w[k] = int(self.w[k])
         self.w["addr"] = int(self.w["addr"], 16)
         self.w["blocked"] /= 1e9
@@ -64,8 +65,14 @@ def waits_of(agent, tid):
 
 
 def resource_matches(kind, r, w):
-    if kind in ("pipe", "socket"):
+    if kind == "pipe":
         return r["type"] == kind and r["inode"] == w["ino"]
+    if kind == "socket":  # loopback TCP: its addresses, and the client's socket as its peer
+        return r == {**r, "type": "socket", "inode": w["ino"], "family": "tcp",
+                     "peer_inode": w["peer"]} and r["local"].startswith("127.0.0.1:")
+    if kind == "unix":
+        return r == {**r, "type": "socket", "inode": w["ino"], "family": "unix",
+                     "peer_inode": w["peer"]}
     if kind == "futex":
         return r == {**r, "type": "futex", "scope": "private", "pid": w["pid"],
                      "address": f"{w['addr']:016x}"}
@@ -77,7 +84,7 @@ def resource_matches(kind, r, w):
 
 def check_kind(agent, cleanup, kind):
     """One resource of `kind`: the workload's totals and the thread's entry for the resource."""
-    metric_kind = "futex" if kind.startswith("futex") else kind
+    metric_kind = {"futex-shared": "futex", "unix": "socket"}.get(kind, kind)
     cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/wait-{kind}")
     work = Work(cleanup, cg_dir, kind)
     w = work.w
@@ -130,7 +137,7 @@ def main():
         agent = Agent(cleanup, "--modules", "sched,wait", wait_for_module=False)
         settle(agent, lambda m: value(m, "plumb_module_up", module="wait") == 1, timeout=10)
         assert "module wait: up" in agent.output(), agent.output()
-        for kind in ("pipe", "socket", "futex", "futex-shared", "epoll"):
+        for kind in ("pipe", "socket", "unix", "futex", "futex-shared", "epoll"):
             runner.run(f"wait: a {kind} wait, exact, on its resource", check_kind, agent,
                        cleanup, kind)
         runner.run("wait: alone, sharing nothing", test_one_program, cleanup)

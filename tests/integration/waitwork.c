@@ -14,6 +14,8 @@
  *                 memfd mapping; released by FUTEX_WAKE: its key is the file and the offset
  *   socket        recv(2) on the server end of a loopback TCP connection; released by a
  *                 send of one byte from the client end
+ *   unix          recv(2) on one end of a unix stream socketpair; released by a send of one
+ *                 byte from the other end
  *   epoll         epoll_wait(2) on an instance watching a pipe's read end; released by a
  *                 write to the pipe (the waiter then reads the byte without blocking)
  *
@@ -23,6 +25,7 @@
  * test can read the agent's per-thread view while the threads still exist:
  *   tid=<waiter> pid=<process> blocked=<ns in the blocking calls> rounds=<ROUNDS>
  *   ino=<inode of the resource: pipe read end, server socket, memfd; 0 for futex>
+ *   peer=<inode of the socket at the other end (socket, unix); 0 otherwise>
  *   addr=<the futex word's address, hex> off=<its offset in the memfd> epfd=<epoll fd>
  */
 #define _GNU_SOURCE
@@ -95,6 +98,7 @@ static void wait_once(int round)
 			die("read");
 		break;
 	case 's':
+	case 'u':
 		if (recv(srv, &c, 1, 0) != 1)
 			die("recv");
 		break;
@@ -140,6 +144,7 @@ static void release(int round)
 			die("write");
 		break;
 	case 's':
+	case 'u':
 		if (send(cli, "x", 1, 0) != 1)
 			die("send");
 		break;
@@ -174,6 +179,13 @@ static void setup(void)
 		srv = accept(l, NULL, NULL);
 		if (srv < 0)
 			die("accept");
+	} else if (!strcmp(kind, "unix")) {
+		int sv[2];
+
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+			die("socketpair");
+		srv = sv[0];
+		cli = sv[1];
 	} else if (!strcmp(kind, "futex")) {
 		static uint32_t private_word;
 
@@ -199,7 +211,7 @@ static void setup(void)
 int main(int argc, char **argv)
 {
 	struct timespec d;
-	struct stat st = { 0 };
+	struct stat st = { 0 }, peer = { 0 };
 	pthread_t t;
 	char path[4096];
 
@@ -236,11 +248,15 @@ int main(int argc, char **argv)
 		fstat(fds[0], &st);
 	else if (kind[0] == 'p' || kind[0] == 'e')
 		fstat(fds[0], &st);
-	else if (kind[0] == 's')
+	else if (kind[0] == 's' || kind[0] == 'u') {
 		fstat(srv, &st);
-	printf("tid=%d pid=%d blocked=%llu rounds=%d ino=%llu addr=%llx off=%d epfd=%d\n",
+		fstat(cli, &peer);
+	}
+	printf("tid=%d pid=%d blocked=%llu rounds=%d ino=%llu peer=%llu addr=%llx off=%d "
+	       "epfd=%d\n",
 	       waiter_tid, getpid(), (unsigned long long)blocked_ns, rounds,
-	       (unsigned long long)st.st_ino, (unsigned long long)(uintptr_t)word, 4096 + 8, epfd);
+	       (unsigned long long)st.st_ino, (unsigned long long)peer.st_ino,
+	       (unsigned long long)(uintptr_t)word, 4096 + 8, epfd);
 	fflush(stdout);
 	for (;;)
 		pause();
