@@ -7,7 +7,7 @@
  *                                         it 5 us, 200 us once injected (lock contention)
  *   diagwork produce                      writes 64-byte records to stdout as fast as it can
  *   diagwork stage                        copies records stdin -> stdout, 40 us of work each;
- *                                         200 us once injected (a pipeline stage slows down)
+ *                                         1 ms once injected (a pipeline stage slows down)
  *   diagwork consume                      reads records from stdin, 40 us of work each
  *   diagwork server PORT                  a TCP server on 127.0.0.1:PORT answering each 64-byte
  *                                         request after 50 us of work; 2 ms once injected
@@ -178,7 +178,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ready %d\n", getpid());
 		for (;;) {
 			read_full(0, rec, sizeof(rec));
-			spin_us(injected() ? 200 : 40);
+			spin_us(injected() ? 1000 : 40);
 			write_full(1, rec, sizeof(rec));
 		}
 	} else if (!strcmp(argv[1], "consume")) {
