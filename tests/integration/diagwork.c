@@ -6,9 +6,10 @@
  *   diagwork lock THREADS                 THREADS threads take one mutex in a loop; they hold
  *                                         it 5 us, 200 us once injected (lock contention)
  *   diagwork produce                      writes 64-byte records to stdout as fast as it can
- *   diagwork stage                        copies records stdin -> stdout, 40 us of work each;
- *                                         1 ms once injected (a pipeline stage slows down)
- *   diagwork consume                      reads records from stdin, 40 us of work each
+ *   diagwork stage                        copies records stdin -> stdout, 20 us of work each;
+ *                                         5 ms once injected (a pipeline stage slows down)
+ *   diagwork consume                      reads records from stdin, 200 us of work each: the
+ *                                         slowest stage until the injection
  *   diagwork server PORT                  a TCP server on 127.0.0.1:PORT answering each 64-byte
  *                                         request after 50 us of work; 2 ms once injected
  *   diagwork client PORT                  sends a request, waits for the answer, works 300 us,
@@ -178,14 +179,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ready %d\n", getpid());
 		for (;;) {
 			read_full(0, rec, sizeof(rec));
-			spin_us(injected() ? 1000 : 40);
+			spin_us(injected() ? 5000 : 20);
 			write_full(1, rec, sizeof(rec));
 		}
 	} else if (!strcmp(argv[1], "consume")) {
 		fprintf(stderr, "ready %d\n", getpid());
 		for (;;) {
 			read_full(0, rec, sizeof(rec));
-			spin_us(40);
+			spin_us(200);
 		}
 	} else if (!strcmp(argv[1], "server") && argc == 3) {
 		serve(atoi(argv[2]));
