@@ -100,6 +100,17 @@ def mount_image(cleanup, mountpoint, fstype="ext4", size_mb=64):
     cleanup.add(umount, mountpoint)
 
 
+def loop_device(cleanup, size_mb=8):
+    """A loop device over a fresh image of size_mb (zeros), detached and removed at cleanup."""
+    fd, img = tempfile.mkstemp(prefix="plumb-it-", suffix=".img", dir="/tmp")
+    os.close(fd)
+    cleanup.add(os.unlink, img)
+    os.truncate(img, size_mb << 20)
+    dev = sh("losetup", "-f", "--show", img).stdout.strip()
+    cleanup.add(lambda: sh("losetup", "-d", dev, check=False))
+    return dev
+
+
 def mount_tmpfs(cleanup, mountpoint, size_mb=128):
     os.makedirs(mountpoint, exist_ok=True)
     sh("mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", mountpoint)

@@ -10,23 +10,12 @@ dd itself).
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (Agent, Cleanup, Runner, make_cgroup, require_root, select, settle,  # noqa: E402
-                 sh, value)
+from lib import (Agent, Cleanup, Runner, loop_device, make_cgroup, require_root, select,  # noqa: E402
+                 settle, sh, value)
 
 BS, WRITES, READS = 64 << 10, 16, 8
-
-
-def loop_device(cleanup):
-    fd, img = tempfile.mkstemp(prefix="plumb-blk-", suffix=".img", dir="/tmp")
-    os.close(fd)
-    cleanup.add(os.unlink, img)
-    os.truncate(img, 8 << 20)
-    dev = sh("losetup", "-f", "--show", img).stdout.strip()
-    cleanup.add(lambda: sh("losetup", "-d", dev, check=False))
-    return dev
 
 
 def dd_in(cg_dir, *args):

@@ -10,12 +10,11 @@ reads a loop device with O_DIRECT for known durations, and reports its own CPU c
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (EMULATED, Agent, Cleanup, Runner, make_cgroup, require_root, select,  # noqa: E402
-                 settle, sh, value)
+from lib import (EMULATED, Agent, Cleanup, Runner, loop_device, make_cgroup, require_root,  # noqa: E402
+                 select, settle, sh, value)
 
 SCHEDWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
                          "schedwork")
@@ -23,16 +22,6 @@ METRICS = {"run": "plumb_sched_run_seconds_total", "rq": "plumb_sched_runqueue_s
            "sleep": "plumb_sched_sleep_seconds_total", "block": "plumb_sched_block_seconds_total",
            "iowait": "plumb_sched_iowait_seconds_total"}
 SLEEP_MS, SPIN_MS, VFORK_MS, DIO_MS = 400, 300, 300, 400
-
-
-def loop_device(cleanup):
-    fd, img = tempfile.mkstemp(prefix="plumb-sched-", suffix=".img", dir="/tmp")
-    os.close(fd)
-    cleanup.add(os.unlink, img)
-    os.truncate(img, 8 << 20)
-    dev = sh("losetup", "-f", "--show", img).stdout.strip()
-    cleanup.add(lambda: sh("losetup", "-d", dev, check=False))
-    return dev
 
 
 def run_in(cgroup_dir, *args):
