@@ -67,7 +67,8 @@ static enum MHD_Result handle_api(struct http_server *srv, struct MHD_Connection
 
 	err = srv->api ? srv->api(srv->ctx, url, &body, &len) : -ENOENT;
 	if (err == -ENOENT)
-		return reply_text(conn, MHD_HTTP_NOT_FOUND, "not found: try /api/v1/graph or /api/v1/waits\n");
+		return reply_text(conn, MHD_HTTP_NOT_FOUND,
+				  "not found: try /api/v1/graph or /api/v1/waits\n");
 	if (err == -ENODEV)
 		return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
 				  "the module this needs is not running\n");
