@@ -610,7 +610,7 @@ static void evidence_cpu_hogs(struct diag *d, struct json_object *ev)
 }
 
 /* The disks the tracked processes' cgroups wrote to: their share then and now, who else. */
-static void evidence_disks(struct diag *d, struct plumb_module *sched, struct json_object *ev)
+static void evidence_disks(struct diag *d, struct json_object *ev)
 {
 	struct blk_sample *w[3] = { d->mark_blk[0], d->mark_blk[1], d->mark_blk[2] };
 	char line[400];
@@ -655,10 +655,9 @@ static void evidence_disks(struct diag *d, struct plumb_module *sched, struct js
 			}
 		}
 		snprintf(line, sizeof(line),
-			 "disk %s: the target's share of its sectors %.0f%% -> %.0f%%%s%s%s", dev,
+			 "disk %s: the target's share of its sectors %.0f%% -> %.0f%%%s%s", dev,
 			 all[0] ? 100 * mine[0] / all[0] : 0, all[1] ? 100 * mine[1] / all[1] : 0,
-			 other ? "; most of the rest from cgroup " : "", other ? other : "",
-			 other ? "" : "");
+			 other ? "; most of the rest from cgroup " : "", other ? other : "");
 		json_object_array_add(ev, json_object_new_string(line));
 		if (other) {
 			snprintf(line, sizeof(line), "writing meanwhile: cgroup %s, %.1f MiB/s",
@@ -666,7 +665,6 @@ static void evidence_disks(struct diag *d, struct plumb_module *sched, struct js
 			json_object_array_add(ev, json_object_new_string(line));
 		}
 	}
-	(void)sched;
 }
 
 static bool pid_is_seed(struct diag *d, uint32_t pid)
@@ -717,7 +715,7 @@ static const char *const cause_hint[DIAG_CAUSES] = {
 	"threads wait longer in epoll",
 };
 
-static struct json_object *report_make(struct diag *d, struct plumb_module *sched)
+static struct json_object *report_make(struct diag *d)
 {
 	struct json_object *doc = json_object_new_object(), *list = json_object_new_array();
 	struct json_object *tracking = json_object_new_array();
@@ -760,7 +758,7 @@ static struct json_object *report_make(struct diag *d, struct plumb_module *sche
 			break;
 		case DIAG_DISK:
 			evidence_threads(d, Q_BLOCK, "blocked", ev);
-			evidence_disks(d, sched, ev);
+			evidence_disks(d, ev);
 			break;
 		case DIAG_LOCK:
 			evidence_threads(d, Q_WAIT_NS + WAIT_FUTEX, "waiting on futexes", ev);
@@ -1084,7 +1082,7 @@ int diagnose_run(const struct diagnose_options *o)
 	}
 	if (o->record[0] && record_write(&d, o->record))
 		fprintf(stderr, "plumb diagnose: cannot write --record %s\n", o->record);
-	doc = report_make(&d, &wait_module);
+	doc = report_make(&d);
 	if (o->json)
 		printf("%s\n", json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY));
 	else
