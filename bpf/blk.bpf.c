@@ -8,6 +8,9 @@
  * disk from the kernel's flusher threads: they are charged to those threads' cgroup, not to
  * the writer (docs/metrics.md).
  *
+ * The same sectors per thread, in task storage: plumb diagnose's sector_count, read by the
+ * task iterator blk_threads_read (live threads only; the cgroup counts keep the dead's).
+ *
  * Latency at tp_btf/block_rq_complete: now - rq->start_time_ns, which the block layer stamps
  * when it makes the request (when the queue keeps I/O statistics, the default; a request
  * without it is counted as no_start). One clock read per completed request.
@@ -52,6 +55,13 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } blk_lost SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct blk_thread);
+} blk_threads SEC(".maps");
 
 static const __u64 zero_sectors;
 static const struct blk_lat zero_lat;
@@ -104,6 +114,30 @@ static __always_inline void *lookup_or_init(void *map, const void *key, const vo
 	return bpf_map_lookup_elem(map, key);
 }
 
+static __always_inline void thread_add(struct task_struct *task, __u32 dev, bool read,
+				       __u64 sectors)
+{
+	struct blk_thread *t =
+		bpf_task_storage_get(&blk_threads, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	int i;
+
+	if (!t) {
+		count_lost(BLK_LOST_THREAD_STORAGE);
+		return;
+	}
+	for (i = 0; i < BLK_THREAD_DISKS; i++) {
+		if (t->dev[i] && t->dev[i] != dev)
+			continue;
+		t->dev[i] = dev; /* only this thread writes its storage */
+		if (read)
+			t->read[i] += sectors;
+		else
+			t->write[i] += sectors;
+		return;
+	}
+	count_lost(BLK_LOST_THREAD_DISKS);
+}
+
 SEC("tp_btf/block_bio_queue")
 int BPF_PROG(blk_bio_queue, struct bio *bio)
 {
@@ -120,6 +154,8 @@ int BPF_PROG(blk_bio_queue, struct bio *bio)
 	sectors = lookup_or_init(&blk_sectors, &key, &zero_sectors, BLK_LOST_SECTORS_FULL);
 	if (sectors)
 		*sectors += size >> SECTOR_SHIFT;
+	if (key.dev)
+		thread_add(task, key.dev, key.op == BLK_READ, size >> SECTOR_SHIFT);
 	return 0;
 }
 
@@ -149,5 +185,33 @@ int BPF_PROG(blk_rq_complete, struct request *rq, blk_status_t error, unsigned i
 	if (b < BLK_LAT_BUCKETS)
 		lat->count[b] += 1;
 	lat->sum_ns += now - start;
+	return 0;
+}
+
+/* Every live thread's sectors per disk (those that ever submitted a bio). */
+SEC("iter/task")
+int blk_threads_read(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct blk_thread_record r = {};
+	struct blk_thread *t;
+	int i;
+
+	if (!task)
+		return 0;
+	t = bpf_task_storage_get(&blk_threads, task, NULL, 0);
+	if (!t)
+		return 0;
+	r.tid = task->pid;
+	r.pid = task->tgid;
+	r.start_ns = task->start_time;
+	for (i = 0; i < BLK_THREAD_DISKS; i++) {
+		if (!t->dev[i])
+			break;
+		r.dev = t->dev[i];
+		r.read = t->read[i];
+		r.write = t->write[i];
+		bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
+	}
 	return 0;
 }

@@ -31,10 +31,12 @@
 #include "plumb.h"
 #include "modules/blk_module.h"
 #include "modules/sched_module.h"
+#include "identity/epoll.h"
 #include "identity/sockets.h"
 
 #define DIAG_MAX_TRACKED 4096
-#define DIAG_MAX_SERIES	 1024
+#define DIAG_MAX_SERIES	 4096
+#define DIAG_MAX_EPOLL	 4096 /* files read from one epoll instance's fdinfo */
 #define DIAG_MAX_INODES	 256 /* pipes and sockets whose holders are looked up */
 #define DIAG_EVIDENCE	 3 /* threads or processes named per finding */
 
@@ -62,6 +64,7 @@ struct series {
 	struct wait_key wkey; /* the resource, for the waits' series */
 	uint32_t pid; /* a process that waits on it (for /proc lookups) */
 	bool total; /* the sum of a cause's resources */
+	bool file; /* epoll_file_wait: a file registered in an instance (evidence, no finding) */
 	double *v; /* per interval: thread-seconds per second */
 	double *file_base; /* --baseline: the recording's values */
 	size_t nfile;
@@ -86,10 +89,14 @@ struct diag {
 	size_t nmark_threads[2];
 	struct blk_sample *mark_blk[3];
 	size_t nmark_blk[3];
+	struct blk_thread_sample *mark_blk_threads[3];
+	size_t nmark_blk_threads[3];
 	double mark_s[3];
 	uint64_t scanned[DIAG_MAX_INODES]; /* inodes whose holders were looked up */
 	size_t nscanned;
-	bool partial, tracked_full;
+	struct epoll_file *epoll_buf; /* room for one instance's fdinfo */
+	bool partial, tracked_full, series_full;
+	double started, ended; /* CLOCK_MONOTONIC s of the first and the last snapshot */
 	uint32_t self;
 };
 
@@ -351,8 +358,10 @@ static struct series *series_get(struct diag *d, enum diag_cause cause, const ch
 	for (size_t i = 0; i < d->nseries; i++)
 		if (d->series[i].cause == cause && !strcmp(d->series[i].key, key))
 			return &d->series[i];
-	if (d->nseries == DIAG_MAX_SERIES)
+	if (d->nseries == DIAG_MAX_SERIES) {
+		d->series_full = true;
 		return NULL;
+	}
 	s = &d->series[d->nseries];
 	memset(s, 0, sizeof(*s));
 	s->v = calloc(d->max_int, sizeof(*s->v));
@@ -397,6 +406,62 @@ static const struct sched_wait_sample *wait_find(const struct sched_wait_sample 
 	return NULL;
 }
 
+/* A file registered in an epoll instance, for people: "fd 5 socket:[123] tcp a -> b". */
+static void epoll_file_name(uint32_t pid, const struct epoll_file *f, char *out, size_t len)
+{
+	char path[64], link[160], want[40];
+	struct socket_ends e;
+	struct stat st;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%u/fd/%d", pid, f->tfd);
+	n = readlink(path, link, sizeof(link) - 1);
+	link[n > 0 ? n : 0] = '\0';
+	snprintf(want, sizeof(want), ":[%llu]", (unsigned long long)f->ino);
+	if (!strncmp(link, "socket:", 7) && strstr(link, want) && !socket_ends(pid, f->ino, &e))
+		snprintf(out, len, "fd %d %.40s %s %s -> %s", f->tfd, link, e.proto, e.local,
+			 e.remote);
+	else if (n > 0 && (strstr(link, want) || (!stat(path, &st) && st.st_ino == f->ino)))
+		snprintf(out, len, "fd %d %s", f->tfd, link);
+	else /* the fd was closed or reused since: the registration outlives it */
+		snprintf(out, len, "fd %d (closed) inode %llu dev %u:%u", f->tfd,
+			 (unsigned long long)f->ino, f->sdev >> 20, f->sdev & 0xfffff);
+}
+
+/*
+ * epoll_file_wait: an interval's wait on an epoll instance (v, thread-seconds per second) is
+ * charged to every file registered in it at the interval's end, read from the waiting
+ * process's fdinfo (so registrations older than plumb count too). A registration that
+ * changed within the interval is seen at the next snapshot: its time is exact to an interval.
+ */
+static void epoll_files_charge(struct diag *d, const struct wait_key *k, uint32_t pid, double v)
+{
+	char key[96], name[240];
+	int n = epoll_files(pid, (int)k->b, d->epoll_buf, DIAG_MAX_EPOLL);
+
+	for (int i = 0; i < n && i < DIAG_MAX_EPOLL; i++) {
+		const struct epoll_file *f = &d->epoll_buf[i];
+		struct series *s;
+
+		snprintf(key, sizeof(key), "epoll-file:%llx:%d:%llx:%x", (unsigned long long)k->a,
+			 f->tfd, (unsigned long long)f->ino, f->sdev);
+		s = series_get(d, DIAG_EPOLL, key, "");
+		if (!s)
+			return;
+		if (!s->resource[0]) {
+			epoll_file_name(pid, f, name, sizeof(name));
+			snprintf(s->resource, sizeof(s->resource), "%.199s", name);
+			s->wkey = *k;
+			s->wkey.tid = 0;
+			s->pid = pid;
+			s->file = true;
+		}
+		s->v[d->nint] += v;
+	}
+	if (n > DIAG_MAX_EPOLL)
+		d->series_full = true;
+}
+
 /* One interval: the tracked threads' changes since the last snapshot, as signals. */
 static void interval_add(struct diag *d, const struct sched_thread_sample *t, size_t n,
 			 const struct sched_wait_sample *w, size_t nw, double secs)
@@ -420,6 +485,9 @@ static void interval_add(struct diag *d, const struct sched_thread_sample *t, si
 			   q[Q_RQ] / 1e9 / secs);
 		series_add(d, DIAG_DISK, "disk", "blocked (uninterruptible, I/O wait included)",
 			   q[Q_BLOCK] / 1e9 / secs);
+		/* poll and select name no resource the module could read: per thread only */
+		series_add(d, DIAG_EPOLL, "poll", "poll/select waits",
+			   q[Q_WAIT_NS + WAIT_POLL] / 1e9 / secs);
 	}
 	for (size_t i = 0; i < nw; i++) {
 		const struct sched_wait_sample *old;
@@ -453,6 +521,8 @@ static void interval_add(struct diag *d, const struct sched_thread_sample *t, si
 		}
 		if (s)
 			s->v[d->nint] += v;
+		if (w[i].key.bri == BRI_EPOLL && v > 0)
+			epoll_files_charge(d, &w[i].key, cur->pid, v);
 		snprintf(key, sizeof(key), "%s:*", wait_kind_names[w[i].key.kind]);
 		snprintf(name, sizeof(name), "all %s waits", wait_kind_names[w[i].key.kind]);
 		s = series_get(d, cause, key, name);
@@ -487,6 +557,18 @@ static int finding_cmp(const void *a, const void *b)
 	return x->r.change < y->r.change ? 1 : x->r.change > y->r.change ? -1 : 0;
 }
 
+/* A series' observation window against its baseline (the recording's, or this run's start). */
+static void series_compare(struct diag *d, struct series *s, struct diag_result *r)
+{
+	double zero = 0;
+
+	if (d->o->baseline[0])
+		diag_compare(s->nfile ? s->file_base : &zero, s->nfile ? s->nfile : 1, s->v,
+			     d->nint, r);
+	else
+		diag_compare(s->v, d->nbase, s->v + d->nbase, d->nint - d->nbase, r);
+}
+
 static size_t findings_make(struct diag *d, struct finding **out)
 {
 	struct finding *f = calloc(d->nseries ? d->nseries : 1, sizeof(*f));
@@ -496,17 +578,10 @@ static size_t findings_make(struct diag *d, struct finding **out)
 	if (!f)
 		return 0;
 	for (size_t i = 0; i < d->nseries; i++) {
-		struct series *s = &d->series[i];
-
-		f[n].s = s;
-		if (d->o->baseline[0]) {
-			double zero = 0;
-
-			diag_compare(s->nfile ? s->file_base : &zero, s->nfile ? s->nfile : 1, s->v,
-				     d->nint, &f[n].r);
-		} else {
-			diag_compare(s->v, d->nbase, s->v + d->nbase, d->nint - d->nbase, &f[n].r);
-		}
+		if (d->series[i].file)
+			continue; /* evidence of its instance's finding */
+		f[n].s = &d->series[i];
+		series_compare(d, f[n].s, &f[n].r);
 		n++;
 	}
 	qsort(f, n, sizeof(*f), finding_cmp);
@@ -516,7 +591,8 @@ static size_t findings_make(struct diag *d, struct finding **out)
 			continue;
 		for (size_t k = 0; k < n; k++)
 			if (k != i && f[k].r.significant && !f[k].s->total &&
-			    f[k].s->cause == f[i].s->cause)
+			    f[k].s->cause == f[i].s->cause &&
+			    !strncmp(f[k].s->key, f[i].s->key, strcspn(f[i].s->key, "*")))
 				f[i].r.significant = false;
 	}
 	qsort(f, n, sizeof(*f), finding_cmp);
@@ -607,6 +683,84 @@ static void evidence_cpu_hogs(struct diag *d, struct json_object *ev)
 			 top[k].pid, top[k].comm, top[k].run);
 		json_object_array_add(ev, json_object_new_string(line));
 	}
+}
+
+/* A thread's sectors on a disk at mark `at` (0 if it had none then). */
+static const struct blk_thread_sample *blk_thread_at(struct diag *d, int at,
+						     const struct blk_thread_sample *t)
+{
+	for (size_t i = 0; i < d->nmark_blk_threads[at]; i++) {
+		const struct blk_thread_sample *o = &d->mark_blk_threads[at][i];
+
+		if (o->tid == t->tid && o->start_ns == t->start_ns && !strcmp(o->device, t->device))
+			return o;
+	}
+	return NULL;
+}
+
+/* Threads outside the tracked set that submitted the most sectors in the observation. */
+static void evidence_disk_threads(struct diag *d, struct json_object *ev)
+{
+	const struct blk_thread_sample *b = d->mark_blk_threads[2], *top[DIAG_EVIDENCE] = { 0 };
+	double secs = d->mark_s[2] - d->mark_s[1], v[DIAG_EVIDENCE] = { 0 };
+	char line[300], comm[32];
+
+	if (!b || !d->mark_blk_threads[1] || secs <= 0)
+		return;
+	for (size_t i = 0; i < d->nmark_blk_threads[2]; i++) {
+		const struct blk_thread_sample *old = blk_thread_at(d, 1, &b[i]);
+		double sectors = b[i].read + b[i].write - (old ? old->read + old->write : 0);
+
+		if (pid_tracked(d, b[i].pid) || b[i].pid == d->self)
+			continue;
+		for (int k = 0; k < DIAG_EVIDENCE; k++)
+			if (sectors > v[k]) {
+				memmove(&top[k + 1], &top[k],
+					(DIAG_EVIDENCE - k - 1) * sizeof(top[0]));
+				memmove(&v[k + 1], &v[k], (DIAG_EVIDENCE - k - 1) * sizeof(v[0]));
+				top[k] = &b[i];
+				v[k] = sectors;
+				break;
+			}
+	}
+	for (int k = 0; k < DIAG_EVIDENCE && top[k]; k++) {
+		const struct sched_thread_sample *t = sample_find(
+			d->mark_threads[1], d->nmark_threads[1], top[k]->tid, top[k]->start_ns);
+
+		if (t)
+			snprintf(comm, sizeof(comm), "%.16s", t->comm);
+		else
+			proc_comm(top[k]->pid, comm, sizeof(comm));
+		snprintf(line, sizeof(line),
+			 "submitting meanwhile: tid %u (%s, pid %u) %.1f MiB/s to %s", top[k]->tid,
+			 comm, top[k]->pid, v[k] * 512 / 1048576 / secs, top[k]->device);
+		json_object_array_add(ev, json_object_new_string(line));
+	}
+}
+
+/* A tracked thread's sector_count over the run, per disk. */
+static struct json_object *thread_sectors_json(struct diag *d, const struct tracked *x)
+{
+	struct json_object *list = json_object_new_array();
+
+	for (size_t i = 0; i < d->nmark_blk_threads[2]; i++) {
+		const struct blk_thread_sample *b = &d->mark_blk_threads[2][i], *old;
+		struct json_object *o;
+
+		if (b->tid != x->tid || b->start_ns != x->start_ns)
+			continue;
+		old = blk_thread_at(d, 0, b);
+		o = json_object_new_object();
+		json_object_object_add(o, "device", json_object_new_string(b->device));
+		json_object_object_add(
+			o, "read",
+			json_object_new_int64((int64_t)(b->read - (old ? old->read : 0))));
+		json_object_object_add(
+			o, "write",
+			json_object_new_int64((int64_t)(b->write - (old ? old->write : 0))));
+		json_object_array_add(list, o);
+	}
+	return list;
 }
 
 /* The disks the tracked processes' cgroups wrote to: their share then and now, who else. */
@@ -706,6 +860,71 @@ static void evidence_other_end(struct diag *d, struct series *s, struct json_obj
 	}
 }
 
+static double series_seconds(struct diag *d, const struct series *s)
+{
+	double t = 0;
+
+	for (size_t i = 0; i < d->nint; i++)
+		t += s->v[i] * d->int_s[i];
+	return t;
+}
+
+/* The files registered in an epoll instance with the most wait charged in the observation. */
+static void evidence_epoll_files(struct diag *d, struct series *inst, struct json_object *ev)
+{
+	bool used[DIAG_MAX_SERIES] = { false };
+	char line[360];
+
+	for (int k = 0; k < DIAG_EVIDENCE; k++) {
+		struct diag_result r, best = { .obs = -1 };
+		size_t bi = 0;
+
+		for (size_t i = 0; i < d->nseries; i++) {
+			struct series *s = &d->series[i];
+
+			if (!s->file || used[i] || s->wkey.a != inst->wkey.a || s->pid != inst->pid)
+				continue;
+			series_compare(d, s, &r);
+			if (r.obs > best.obs) {
+				best = r;
+				bi = i;
+			}
+		}
+		if (best.obs < 0)
+			return;
+		used[bi] = true;
+		snprintf(line, sizeof(line), "registered while waiting: %s, %.3f -> %.3f s/s",
+			 d->series[bi].resource, best.base, best.obs);
+		json_object_array_add(ev, json_object_new_string(line));
+	}
+}
+
+/* epoll_file_wait of every file seen registered in a tracked thread's epoll instance. */
+static struct json_object *epoll_files_json(struct diag *d)
+{
+	struct json_object *list = json_object_new_array();
+	char inst[240];
+
+	for (size_t i = 0; i < d->nseries; i++) {
+		struct series *s = &d->series[i];
+		struct json_object *o;
+		struct diag_result r;
+
+		if (!s->file || !s->v)
+			continue;
+		o = json_object_new_object();
+		series_compare(d, s, &r);
+		resource_name(&s->wkey, s->pid, inst, sizeof(inst));
+		json_object_object_add(o, "instance", json_object_new_string(inst));
+		json_object_object_add(o, "file", json_object_new_string(s->resource));
+		json_object_object_add(o, "wait_s", json_object_new_double(series_seconds(d, s)));
+		json_object_object_add(o, "baseline", json_object_new_double(r.base));
+		json_object_object_add(o, "observed", json_object_new_double(r.obs));
+		json_object_array_add(list, o);
+	}
+	return list;
+}
+
 static const char *const cause_hint[DIAG_CAUSES] = {
 	"threads wait longer for a CPU",
 	"threads wait longer on one futex (a contended lock)",
@@ -759,6 +978,7 @@ static struct json_object *report_make(struct diag *d)
 		case DIAG_DISK:
 			evidence_threads(d, Q_BLOCK, "blocked", ev);
 			evidence_disks(d, ev);
+			evidence_disk_threads(d, ev);
 			break;
 		case DIAG_LOCK:
 			evidence_threads(d, Q_WAIT_NS + WAIT_FUTEX, "waiting on futexes", ev);
@@ -772,7 +992,11 @@ static struct json_object *report_make(struct diag *d)
 			evidence_other_end(d, s, ev);
 			break;
 		default:
-			evidence_threads(d, Q_WAIT_NS + WAIT_EPOLL, "waiting", ev);
+			evidence_threads(
+				d, Q_WAIT_NS + (strcmp(s->key, "poll") ? WAIT_EPOLL : WAIT_POLL),
+				"waiting", ev);
+			if (s->wkey.bri == BRI_EPOLL)
+				evidence_epoll_files(d, s, ev);
 		}
 		json_object_object_add(o, "evidence", ev);
 		json_object_array_add(list, o);
@@ -791,10 +1015,18 @@ static struct json_object *report_make(struct diag *d)
 			json_object_new_string_len(d->tracked[i].comm,
 						   (int)strnlen(d->tracked[i].comm, 16)));
 		json_object_object_add(o, "why", json_object_new_string(d->tracked[i].why));
+		json_object_object_add(o, "sectors", thread_sectors_json(d, &d->tracked[i]));
 		json_object_array_add(tracking, o);
 	}
 	json_object_object_add(doc, "tracking", tracking);
 	json_object_object_add(doc, "tracking_full", json_object_new_boolean(d->tracked_full));
+	json_object_object_add(doc, "epoll_files", epoll_files_json(d));
+	json_object_object_add(doc, "signals_full", json_object_new_boolean(d->series_full));
+	json_object_object_add(doc, "window_monotonic_s", json_object_new_array());
+	json_object_array_add(json_object_object_get(doc, "window_monotonic_s"),
+			      json_object_new_double(d->started));
+	json_object_array_add(json_object_object_get(doc, "window_monotonic_s"),
+			      json_object_new_double(d->ended));
 	free(f);
 	return doc;
 }
@@ -905,6 +1137,7 @@ static int baseline_read(struct diag *d, const char *path, char *err, size_t err
 		if (!s)
 			break;
 		s->total = strchr(key, '*') != NULL;
+		s->file = !strncmp(key, "epoll-file:", 11);
 		s->nfile = json_object_array_length(v);
 		s->file_base = calloc(s->nfile ? s->nfile : 1, sizeof(double));
 		for (size_t k = 0; s->file_base && k < s->nfile; k++)
@@ -959,8 +1192,11 @@ static void mark(struct diag *d, int at, struct sched_thread_sample *t, size_t n
 			d->nmark_threads[at - 1] = n;
 		}
 	}
-	if (blk_module.up)
+	if (blk_module.up) {
 		blk_snapshot(&blk_module, &d->mark_blk[at], &d->nmark_blk[at]);
+		blk_thread_snapshot(&blk_module, &d->mark_blk_threads[at],
+				    &d->nmark_blk_threads[at]);
+	}
 }
 
 int diagnose_run(const struct diagnose_options *o)
@@ -1009,7 +1245,8 @@ int diagnose_run(const struct diagnose_options *o)
 	d.tracked = calloc(DIAG_MAX_TRACKED, sizeof(*d.tracked));
 	d.series = calloc(DIAG_MAX_SERIES, sizeof(*d.series));
 	d.int_s = calloc(d.max_int, sizeof(*d.int_s));
-	if (!d.tracked || !d.series || !d.int_s)
+	d.epoll_buf = calloc(DIAG_MAX_EPOLL, sizeof(*d.epoll_buf));
+	if (!d.tracked || !d.series || !d.int_s || !d.epoll_buf)
 		goto out_free;
 	if (o->baseline[0] && baseline_read(&d, o->baseline, err, sizeof(err))) {
 		fprintf(stderr, "plumb diagnose: %s\n", err);
@@ -1037,7 +1274,7 @@ int diagnose_run(const struct diagnose_options *o)
 	pr_info("diagnose: attached; %zu threads tracked\n", d.ntracked);
 	if (!d.nbase)
 		pr_info("diagnose: observation window starts\n");
-	t0 = start = monotonic_s();
+	t0 = start = d.started = d.ended = monotonic_s();
 	while (!exiting && d.nint + 1 < d.max_int) {
 		struct sched_thread_sample *t;
 		struct sched_wait_sample *w;
@@ -1052,7 +1289,7 @@ int diagnose_run(const struct diagnose_options *o)
 			break;
 		if (sched_snapshot(&wait_module, &t, &n, &w, &nw))
 			break;
-		t1 = monotonic_s();
+		t1 = d.ended = monotonic_s();
 		interval_add(&d, t, n, w, nw, t1 - t0);
 		tracking_update(&d, &wait_module, t, n, w, nw);
 		if (d.nint == d.nbase && d.nbase) {
@@ -1099,8 +1336,10 @@ out_free:
 		free(d.series[i].v);
 		free(d.series[i].file_base);
 	}
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 3; i++) {
 		free(d.mark_blk[i]);
+		free(d.mark_blk_threads[i]);
+	}
 	for (int i = 0; i < 2; i++)
 		free(d.mark_threads[i]);
 	free(d.prev);
@@ -1108,6 +1347,7 @@ out_free:
 	free(d.tracked);
 	free(d.series);
 	free(d.int_s);
+	free(d.epoll_buf);
 out_regex:
 	if (o->comm[0])
 		regfree(&d.comm_re);

@@ -328,11 +328,57 @@ int blk_snapshot(struct plumb_module *m, struct blk_sample **out, size_t *n)
 	return 0;
 }
 
+int blk_thread_snapshot(struct plumb_module *m, struct blk_thread_sample **out, size_t *n)
+{
+	struct blk_state *s = m->priv;
+	struct blk_thread_record recs[64];
+	struct blk_thread_sample *v = NULL, *t;
+	size_t cap = 0, k = 0;
+	ssize_t got;
+	int fd, err;
+
+	*out = NULL;
+	*n = 0;
+	fd = bpf_iter_create(bpf_link__fd(s->skel->links.blk_threads_read));
+	if (fd < 0)
+		return -errno;
+	while ((got = read(fd, recs, sizeof(recs))) > 0)
+		for (size_t i = 0; i < (size_t)got / sizeof(recs[0]); i++) {
+			if (k == cap) {
+				t = realloc(v, (cap = cap ? 2 * cap : 256) * sizeof(*v));
+				if (!t) {
+					free(v);
+					close(fd);
+					return -ENOMEM;
+				}
+				v = t;
+			}
+			t = &v[k++];
+			t->tid = recs[i].tid;
+			t->pid = recs[i].pid;
+			t->start_ns = recs[i].start_ns;
+			snprintf(t->device, sizeof(t->device), "%s", disk_name(s, recs[i].dev));
+			t->read = recs[i].read;
+			t->write = recs[i].write;
+		}
+	err = got < 0 ? -errno : 0;
+	close(fd);
+	if (err) {
+		free(v);
+		return err;
+	}
+	*out = v;
+	*n = k;
+	return 0;
+}
+
 static void blk_health(struct plumb_module *m, struct module_health *h)
 {
 	struct blk_state *s = m->priv;
-	static const char *const reasons[BLK_LOST_REASONS] = { "sectors_full", "latency_full",
-							       "no_start_time" };
+	static const char *const reasons[BLK_LOST_REASONS] = {
+		"sectors_full",	     "latency_full",	    "no_start_time",
+		"thread_disks_full", "thread_storage_full",
+	};
 	uint64_t lost[BLK_LOST_REASONS];
 	int fd = bpf_map__fd(s->skel->maps.blk_latency);
 	struct blk_lat_key key, *prev = NULL;
@@ -404,6 +450,7 @@ static int blk_load(struct plumb_module *m, const struct plumb_config *cfg)
 	}
 	module_attach_note(m, "tp_btf/block_bio_queue", "blk_bio_queue", "chosen");
 	module_attach_note(m, "tp_btf/block_rq_complete", "blk_rq_complete", "chosen");
+	module_attach_note(m, "iter/task", "blk_threads_read", "chosen");
 	snprintf(m->choice, sizeof(m->choice),
 		 "sectors at block_bio_queue (the submitting thread's cgroup); request latency "
 		 "at block_rq_complete from the request's start time");

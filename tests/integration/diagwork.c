@@ -16,6 +16,13 @@
  *                                         in a loop (its dependency is the server)
  *   diagwork fsync FILE                   writes 4 KiB to FILE and fsyncs it, then sleeps 2 ms,
  *                                         in a loop (disk contention comes from outside)
+ *   diagwork epoll                        epoll_wait with a 20 ms timeout on an instance watching
+ *                                         pipe A, then 20 ms of work, in a loop; from SIGUSR1
+ *                                         on no work and pipe B registered too (more epoll
+ *                                         waiting, on a file that is new). At
+ *                                         SIGTERM it prints on stdout "b <ns>" (when B was
+ *                                         registered) and "wait <begin ns> <end ns>" for each
+ *                                         epoll_wait, CLOCK_MONOTONIC (epoll_file_wait's truth)
  *
  * Each prints "ready <pid> <detail>" on stderr once it runs (lock: the mutex's address) and
  * runs until killed.
@@ -33,10 +40,17 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static volatile sig_atomic_t injected_flag;
+static volatile sig_atomic_t injected_flag, term_flag;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	term_flag = 1;
+}
 
 static void on_usr1(int sig)
 {
@@ -150,6 +164,38 @@ static void client(int port)
 	}
 }
 
+/* Nothing is ever ready: every epoll_wait blocks for its whole timeout. */
+static void epoll_waiter(void)
+{
+	static uint64_t span[1 << 18][2];
+	struct epoll_event ev = { .events = EPOLLIN };
+	int ep = epoll_create1(0), a[2], b[2];
+	uint64_t b_at = 0;
+	size_t n = 0;
+
+	if (ep < 0 || pipe(a) || pipe(b) || epoll_ctl(ep, EPOLL_CTL_ADD, a[0], &ev))
+		die("epoll");
+	signal(SIGTERM, on_term);
+	fprintf(stderr, "ready %d epfd=%d a=%d b=%d\n", getpid(), ep, a[0], b[0]);
+	while (!term_flag && n < sizeof(span) / sizeof(span[0])) {
+		if (injected() && !b_at) {
+			b_at = now_ns();
+			if (epoll_ctl(ep, EPOLL_CTL_ADD, b[0], &ev))
+				die("epoll_ctl");
+		}
+		span[n][0] = now_ns();
+		epoll_wait(ep, &ev, 1, 20); /* EINTR at a signal: the wait so far counts */
+		span[n++][1] = now_ns();
+		if (!injected())
+			spin_us(20000);
+	}
+	printf("b %llu\n", (unsigned long long)b_at);
+	for (size_t i = 0; i < n; i++)
+		printf("wait %llu %llu\n", (unsigned long long)span[i][0],
+		       (unsigned long long)span[i][1]);
+	exit(0);
+}
+
 int main(int argc, char **argv)
 {
 	char rec[64] = "record";
@@ -192,6 +238,8 @@ int main(int argc, char **argv)
 		serve(atoi(argv[2]));
 	} else if (!strcmp(argv[1], "client") && argc == 3) {
 		client(atoi(argv[2]));
+	} else if (!strcmp(argv[1], "epoll")) {
+		epoll_waiter();
 	} else if (!strcmp(argv[1], "fsync") && argc == 3) {
 		int fd = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		char page[4096];

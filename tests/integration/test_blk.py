@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
-"""The blk module: sectors per workload and disk, request latency per disk.
+"""The blk module: sectors per workload and disk, request latency per disk, and per thread
+(plumb diagnose's sector_count).
 
 Ground truth: dd, in a fresh cgroup, writes and then reads known amounts with O_DIRECT on a
 loop device of the test's own (no page cache: every byte becomes a bio at once, submitted by
-dd itself).
+dd itself); for the per-thread count, a Python writer does the same while diagnose follows it.
 """
 # plumb-module: blk
 
+import json
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (Agent, Cleanup, Runner, loop_device, make_cgroup, require_root, select,  # noqa: E402
-                 settle, sh, value)
+from lib import (EMULATED, PLUMB, Agent, Cleanup, Runner, loop_device, make_cgroup,  # noqa: E402
+                 require_root, select, settle, value)
 
 BS, WRITES, READS = 64 << 10, 16, 8
 
@@ -54,6 +56,52 @@ def test_sectors(agent, cleanup):
     assert inf == n, f"+Inf bucket {inf} != count {n}"
 
 
+WRITER = """
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_DIRECT)
+buf = mmap.mmap(-1, BS)  # page-aligned, as O_DIRECT wants
+print("ready", flush=True)
+sys.stdin.readline()
+for i in range(WRITES):
+    assert os.pwrite(fd, buf, i * BS) == BS
+for i in range(READS):
+    assert os.preadv(fd, [buf], i * BS) == BS
+print("done", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_thread_sectors(cleanup):
+    """plumb diagnose --pid: the writer thread's sectors on the disk, exactly (its tracking
+    entry), submitted while diagnose ran."""
+    dev = loop_device(cleanup)
+    name = os.path.basename(dev)
+    w = subprocess.Popen([sys.executable, "-c", f"BS, WRITES, READS = {BS}, {WRITES}, {READS}"
+                          + WRITER, dev], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    cleanup.add(lambda: w.poll() is None and (w.kill(), w.wait()))
+    assert w.stdout.readline().strip() == "ready"
+    run = ["--duration", "6s", "--interval", "1s", "--baseline-duration", "3s"] if EMULATED \
+        else ["--duration", "3s", "--interval", "500ms", "--baseline-duration", "1500ms"]
+    d = subprocess.Popen([PLUMB, "diagnose", "--pid", str(w.pid), *run, "--json", "-v"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cleanup.add(lambda: d.poll() is None and (d.kill(), d.wait()))
+    for line in d.stderr:
+        if "attached" in line:
+            break
+    w.stdin.write("go\n")
+    w.stdin.flush()
+    assert w.stdout.readline().strip() == "done"
+    out, err = d.communicate(timeout=120)
+    assert d.returncode == 0, f"diagnose: exit {d.returncode}: {err}"
+    report = json.loads(out)
+    mine = [t for t in report["tracking"] if t["tid"] == w.pid]
+    assert mine, f"the writer (tid {w.pid}) is not tracked: {report['tracking']}"
+    got = [s for s in mine[0]["sectors"] if s["device"] == name]
+    want = {"device": name, "read": READS * BS // 512, "write": WRITES * BS // 512}
+    assert got == [want], f"writer's sectors {mine[0]['sectors']}, it did {want}"
+
+
 def main():
     require_root()
     runner = Runner()
@@ -64,6 +112,7 @@ def main():
         assert "module blk: up" in agent.output(), agent.output()
         runner.run("blk: O_DIRECT sectors per workload and disk, exact", test_sectors, agent,
                    cleanup)
+        runner.run("blk: sectors per thread (diagnose), exact", test_thread_sectors, cleanup)
     except Exception as e:
         runner.failed += 1
         print(f"FAIL setup: {e}")

@@ -187,6 +187,55 @@ def scenario_disk(cleanup, inject):
         return expect_clean(report, "disk")
     f = expect_cause(report, "disk contention", "blocked", "disk")
     assert any(cg in e for e in f["evidence"]), f"fio's cgroup {cg} not named: {f['evidence']}"
+    pids = {str(p.pid) for p in fio}
+    assert any(e.startswith("submitting meanwhile:") and "(fio, pid " in e for e in
+               f["evidence"]), f"fio's threads (pids {pids}...) not named: {f['evidence']}"
+
+
+def test_epoll_files(cleanup):
+    """epoll_file_wait: the wait on an epoll instance is charged to each file registered in
+    it. Pipe A was registered before diagnose started (read from fdinfo), pipe B is registered
+    0.5 s into the observation window; the truth is the waiter's own epoll_wait spans. The
+    waiter stops working between waits then: the finding is "epoll wait" on its instance, with
+    the files registered while it waited as evidence."""
+    p, ready = start(cleanup, "epoll", stdout=subprocess.PIPE)
+    fd = {k: int(v) for k, v in (x.split("=") for x in ready[2:])}
+    ino = {k: os.readlink(f"/proc/{p.pid}/fd/{fd[k]}") for k in ("a", "b")}
+    report = diagnose("--pid", str(p.pid), inject=usr1(p, True))
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=30)
+    b_at, spans = 0, []
+    for line in out.splitlines():
+        w = line.split()
+        if w[0] == "b":
+            b_at = int(w[1]) / 1e9
+        else:
+            spans.append((int(w[1]) / 1e9, int(w[2]) / 1e9))
+    begin, end = report["window_monotonic_s"]
+    assert b_at > begin, f"B registered at {b_at}, before the window ({begin})"
+    # the module charges a wait when it ends: the waits that ended inside the window
+    inside = [(s, e) for s, e in spans if begin < e <= end]
+    truth = {"a": sum(e - s for s, e in inside),
+             "b": sum(e - s for s, e in inside if s >= b_at)}
+    files = {}
+    for f in report["epoll_files"]:
+        assert f"epoll instance fd {fd['epfd']} in pid {p.pid}" in f["instance"], f
+        for k in ("a", "b"):
+            if f["file"] == f"fd {fd[k]} {ino[k]}":
+                files[k] = f["wait_s"]
+    assert set(files) == {"a", "b"}, f"files {ino}: {report['epoll_files']}"
+    f = expect_cause(report, "epoll wait", f"epoll instance fd {fd['epfd']} in pid {p.pid}",
+                     "epoll")
+    for k in ("a", "b"):
+        assert any(e.startswith(f"registered while waiting: fd {fd[k]} {ino[k]}")
+                   for e in f["evidence"]), f"pipe {k.upper()} not named: {f['evidence']}"
+    assert abs(files["a"] - truth["a"]) <= 0.02 * truth["a"], \
+        f"pipe A: {files['a']:.3f} s charged, the waiter waited {truth['a']:.3f} s"
+    # B is seen at the first snapshot after its registration: up to one interval early
+    step = report["interval_s"]
+    assert truth["b"] * 0.98 <= files["b"] <= truth["b"] + 1.02 * step, \
+        f"pipe B: {files['b']:.3f} s charged, the waiter waited {truth['b']:.3f} s " \
+        f"while it was registered (an interval is {step} s)"
 
 
 def test_errors():
@@ -220,6 +269,8 @@ def main():
     require_root()
     runner = Runner()
     runner.run("diagnose: errors", test_errors)
+    runner.run("diagnose: epoll_file_wait per registered file, within 2%", run_scenario,
+               lambda c, _: test_epoll_files(c), None)
     for name, fn in (("(b) lock contention", scenario_lock),
                      ("(e) a pipeline stage slows down", scenario_pipeline),
                      ("(d) slow dependency", scenario_dependency),
