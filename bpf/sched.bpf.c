@@ -405,6 +405,46 @@ static __always_inline void wait_close(struct sched_thread *t, __u64 d)
 	t->open_woken = 0;
 }
 
+static __always_inline void off_add(__u64 *ns, __u32 kind, __u64 d)
+{
+	if (kind == SCHED_SLEEP) {
+		ns[SCHED_SLEEP] += d;
+		return;
+	}
+	ns[SCHED_BLOCK] += d;
+	if (kind == SCHED_IOWAIT)
+		ns[SCHED_IOWAIT] += d;
+}
+
+/*
+ * The thread blocks again and its last episode is still open: its wakeup was not seen.
+ * sched_wakeup found the task storage busy: the kernel refuses a storage call nested in
+ * another on the same CPU, as when an interrupt wakes a thread while the agent's iterator
+ * is inside a storage call (~2 a second on an idle host). If the thread arrived on a CPU
+ * exactly once since it blocked, that arrival's run delay says when it was enqueued: the
+ * episode ends there, as it would have at the wakeup. Otherwise it is lost (counted).
+ */
+static __always_inline void episode_recover(struct task_struct *p, struct sched_thread *t)
+{
+	__u64 arrival, delay, woke;
+
+	if (!bpf_core_field_exists(p->sched_info))
+		goto lost;
+	arrival = BPF_CORE_READ(p, sched_info.last_arrival);
+	delay = BPF_CORE_READ(p, sched_info.run_delay) - t->off_delay;
+	if (BPF_CORE_READ(p, sched_info.pcount) != t->off_pcount + 1 || arrival < delay)
+		goto lost;
+	woke = arrival - delay;
+	if (woke < t->off_ns)
+		goto lost;
+	off_add(t->ns, t->off_kind, woke - t->off_ns);
+	if (wait_on)
+		wait_close(t, woke - t->off_ns);
+	return;
+lost:
+	count_lost(SCHED_LOST_UNCLOSED);
+}
+
 /*
  * prev_state is the raw __state: test bits, never compare (0x2001 is an interruptible,
  * freezable sleep). A thread is runnable when either the traced state or the state now is 0
@@ -432,27 +472,20 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		return 0;
 	}
 	if (t->off_ns)
-		count_lost(SCHED_LOST_UNCLOSED);
+		episode_recover(prev, t);
 	if ((prev_state & TASK_UNINTERRUPTIBLE) && !(prev_state & TASK_NOLOAD))
 		kind = BPF_CORE_READ_BITFIELD(prev, in_iowait) ? SCHED_IOWAIT : SCHED_BLOCK;
 	t->off_kind = kind;
 	t->off_ns = now;
+	if (bpf_core_field_exists(prev->sched_info)) {
+		t->off_delay = BPF_CORE_READ(prev, sched_info.run_delay);
+		t->off_pcount = BPF_CORE_READ(prev, sched_info.pcount);
+	}
 	if (wait_on) {
 		wait_classify(prev, t);
 		t->open_woken = 0;
 	}
 	return 0;
-}
-
-static __always_inline void off_add(__u64 *ns, __u32 kind, __u64 d)
-{
-	if (kind == SCHED_SLEEP) {
-		ns[SCHED_SLEEP] += d;
-		return;
-	}
-	ns[SCHED_BLOCK] += d;
-	if (kind == SCHED_IOWAIT)
-		ns[SCHED_IOWAIT] += d;
 }
 
 SEC("tp_btf/sched_wakeup")

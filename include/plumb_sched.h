@@ -20,8 +20,8 @@ enum sched_lost_reason {
 				      * counts since the last read */
 	SCHED_LOST_STORAGE, /* a thread without task storage (its creation at fork or at the
 			     * agent's first read failed): counted then, and each wait of it */
-	SCHED_LOST_UNCLOSED, /* a thread blocked again with its last episode never woken: that
-			      * episode (a wakeup the tracepoint did not show) */
+	SCHED_LOST_UNCLOSED, /* a thread blocked again with its last episode never woken and
+			      * not recoverable from its sched_info: that episode */
 	WAIT_LOST_BRI_FULL, /* a wait's resource could not get a wait_bri entry: its time is in
 			     * the thread's per-kind totals, not under a resource */
 	WAIT_LOST_FUTEX_KEY, /* a shared futex whose mapping bpf_find_vma could not read (mmap
@@ -76,6 +76,7 @@ struct wait_val {
 /* Per thread, in task storage: the off-CPU time the kernel does not count itself. */
 struct sched_thread {
 	__u64 off_ns; /* run-queue clock at the blocking switch-out; 0 while not off */
+	__u64 off_delay, off_pcount; /* its sched_info.run_delay and .pcount then */
 	__u64 ns[SCHED_OFF_KINDS]; /* closed episodes; SCHED_BLOCK includes SCHED_IOWAIT */
 	__u32 off_kind; /* enum sched_off of the open episode */
 	__u32 open_woken; /* the open futex wait was ended by a futex wake (sched_waking) */
