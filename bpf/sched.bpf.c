@@ -53,6 +53,12 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* the wait module is on: blocking switch-outs say what they wait on (set before load) */
 const volatile bool wait_on = false;
+/*
+ * Episodes close when the thread is switched in, at its sched_info.last_queued (when the
+ * wakeup enqueued it): one tracepoint per context switch instead of two. Off on kernels
+ * without CONFIG_SCHED_INFO: the sched_wakeup program closes them there.
+ */
+const volatile bool close_at_switch_in = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH); /* preallocated: updated under the run-queue lock */
@@ -453,6 +459,36 @@ lost:
  * run queue with that state, and runs again without any wakeup (counted as wakeup_unseen,
  * ~2 a second on an idle host, until preempt was tested).
  */
+static __always_inline void episode_close(struct sched_thread *t, __u64 now)
+{
+	if (now > t->off_ns)
+		off_add(t->ns, t->off_kind, now - t->off_ns);
+	if (wait_on)
+		wait_close(t, now > t->off_ns ? now - t->off_ns : 0);
+	t->off_ns = 0;
+}
+
+/*
+ * The thread switched in ends its off-CPU episode when it was woken: the tracepoint runs
+ * before the scheduler's accounting of the switch, so last_queued still holds the enqueue
+ * of its wakeup (sched_info_arrive clears it afterwards).
+ */
+static __always_inline void switch_in(struct task_struct *next)
+{
+	struct sched_thread *t;
+	__u64 queued;
+
+	if (!next->pid)
+		return; /* the idle task */
+	t = bpf_task_storage_get(&sched_threads, next, NULL, 0);
+	if (!t || !t->off_ns)
+		return;
+	queued = bpf_core_field_exists(next->sched_info) ?
+			 BPF_CORE_READ(next, sched_info.last_queued) :
+			 0;
+	episode_close(t, queued ? queued : task_rq_clock(next));
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -461,6 +497,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	__u32 kind = SCHED_SLEEP;
 	__u64 now;
 
+	if (close_at_switch_in)
+		switch_in(next);
 	if (preempt || !prev_state || (prev_state & TASK_DEAD) || !task_state(prev))
 		return 0;
 	now = task_rq_clock(prev);
@@ -488,20 +526,15 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	return 0;
 }
 
+/* Only where close_at_switch_in is off (no sched_info): the episode ends at the wakeup. */
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(sched_wakeup, struct task_struct *p)
 {
 	struct sched_thread *t = bpf_task_storage_get(&sched_threads, p, NULL, 0);
-	__u64 now;
 
 	if (!t || !t->off_ns)
 		return 0;
-	now = wakeup_clock(p);
-	if (now > t->off_ns)
-		off_add(t->ns, t->off_kind, now - t->off_ns);
-	if (wait_on)
-		wait_close(t, now > t->off_ns ? now - t->off_ns : 0);
-	t->off_ns = 0;
+	episode_close(t, wakeup_clock(p));
 	return 0;
 }
 

@@ -578,7 +578,11 @@ static void shared_notes(struct plumb_module *m, struct sched_state *s, bool wai
 		return;
 	}
 	module_attach_note(m, "tp_btf/sched_switch", "sched_switch", "%s", how);
-	module_attach_note(m, "tp_btf/sched_wakeup", "sched_wakeup", "%s", how);
+	if (s->run_delay)
+		module_attach_note(m, "tp_btf/sched_wakeup", "sched_wakeup",
+				   "not needed: episodes end at the switch-in (last_queued)");
+	else
+		module_attach_note(m, "tp_btf/sched_wakeup", "sched_wakeup", "%s", how);
 	if (wait) {
 		module_attach_note(m, "tp_btf/sched_waking", "wait_waking", "%s", how);
 		snprintf(m->choice, sizeof(m->choice),
@@ -590,7 +594,7 @@ static void shared_notes(struct plumb_module *m, struct sched_state *s, bool wai
 	module_attach_note(m, "tp_btf/sched_process_exit", "sched_exit", "%s", how);
 	module_attach_note(m, "iter/task", "sched_read", "%s", how);
 	snprintf(m->choice, sizeof(m->choice),
-		 "off-CPU time from sched_switch/sched_wakeup; "
+		 "off-CPU time from sched_switch (and sched_wakeup without sched_info); "
 		 "CPU and run-queue time from the kernel's counters%s",
 		 s->run_delay ? "" :
 				" (run-queue time: not kept by this kernel, CONFIG_SCHED_INFO)");
@@ -684,7 +688,9 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 		goto out_unload;
 	}
 	s->skel->rodata->wait_on = s->wait_on;
+	s->skel->rodata->close_at_switch_in = s->run_delay;
 	bpf_program__set_autoload(s->skel->progs.wait_waking, s->wait_on);
+	bpf_program__set_autoload(s->skel->progs.sched_wakeup, !s->run_delay);
 	shared_notes(m, s, wait);
 	err = sched_bpf__load(s->skel);
 	if (err) {
