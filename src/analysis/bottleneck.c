@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <math.h>
+#include <string.h>
+
+#include "analysis/bottleneck.h"
+
+const struct bn_config bn_default_config = {
+	.warmup = 10,
+	.alpha = 0.02,
+	.min_samples = 20,
+	.min_effect = 0.71,
+	.min_z = 3.29,
+	.max_base_samples = 10000,
+};
+
+double bn_hist_total(const struct bn_hist *h)
+{
+	double t = 0;
+
+	for (int b = 0; b < NETSTACK_BUCKETS; b++)
+		t += h->count[b];
+	return t;
+}
+
+double bn_hist_mean(const struct bn_hist *h)
+{
+	double t = bn_hist_total(h);
+
+	return t > 0 ? h->sum_ns / t : 0;
+}
+
+double bn_bucket_upper(int b)
+{
+	if (b >= NETSTACK_BUCKETS - 1)
+		return INFINITY;
+	if (b <= 0)
+		return ldexp(1, NETSTACK_MIN_SHIFT);
+	return ldexp(1, NETSTACK_MIN_SHIFT + (b - 1) / 4) * (1 + ((b - 1) % 4 + 1) / 4.0);
+}
+
+double bn_hist_quantile(const struct bn_hist *h, double q)
+{
+	double t = bn_hist_total(h), want = q * t, cum = 0;
+
+	if (t <= 0)
+		return 0;
+	for (int b = 0; b < NETSTACK_BUCKETS; b++) {
+		double lo = b ? bn_bucket_upper(b - 1) : 0, hi = bn_bucket_upper(b);
+
+		if (h->count[b] <= 0 || cum + h->count[b] < want) {
+			cum += h->count[b];
+			continue;
+		}
+		if (isinf(hi))
+			return lo; /* beyond the last bound: its lower edge is all that is known */
+		return lo + (hi - lo) * (want - cum) / h->count[b];
+	}
+	return bn_bucket_upper(NETSTACK_BUCKETS - 2);
+}
+
+void bn_mann_whitney(const struct bn_hist *base, double n_base, const struct bn_hist *cur,
+		     double *a, double *z)
+{
+	double tb = bn_hist_total(base), n2 = bn_hist_total(cur), n1 = n_base, below = 0;
+	double u = 0, ties = 0, n, var;
+
+	*a = 0.5;
+	*z = 0;
+	if (tb <= 0 || n2 <= 0 || n1 <= 0)
+		return;
+	for (int b = 0; b < NETSTACK_BUCKETS; b++) {
+		double p = base->count[b] / tb, t = n1 * p + cur->count[b];
+
+		u += cur->count[b] * (below + p / 2);
+		below += p;
+		ties += t * t * t - t;
+	}
+	*a = u / n2;
+	u *= n1; /* U = A * n1 * n2 */
+	n = n1 + n2;
+	var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)));
+	*z = var > 0 ? (u - n1 * n2 / 2) / sqrt(var) : 0;
+}
+
+void bn_component_load(struct bn_component *c, const struct bn_hist *base, double samples)
+{
+	double t = bn_hist_total(base);
+
+	memset(c, 0, sizeof(*c));
+	if (t <= 0)
+		return;
+	for (int b = 0; b < NETSTACK_BUCKETS; b++)
+		c->base.count[b] = base->count[b] / t;
+	c->base.sum_ns = base->sum_ns / t;
+	c->base_samples = samples;
+	c->ready = true;
+}
+
+/* The interval's samples, folded into the baseline (a distribution summing to 1). */
+static void learn(struct bn_component *c, const struct bn_hist *cur, double n,
+		  const struct bn_config *cfg)
+{
+	if (!c->ready) {
+		for (int b = 0; b < NETSTACK_BUCKETS; b++)
+			c->warm.count[b] += cur->count[b];
+		c->warm.sum_ns += cur->sum_ns;
+		if (++c->warm_intervals < cfg->warmup)
+			return;
+		bn_component_load(c, &c->warm,
+				  fmin(bn_hist_total(&c->warm), cfg->max_base_samples));
+		return;
+	}
+	for (int b = 0; b < NETSTACK_BUCKETS; b++)
+		c->base.count[b] =
+			(1 - cfg->alpha) * c->base.count[b] + cfg->alpha * cur->count[b] / n;
+	c->base.sum_ns = (1 - cfg->alpha) * c->base.sum_ns + cfg->alpha * cur->sum_ns / n;
+	c->base_samples = fmin(c->base_samples + n, cfg->max_base_samples);
+}
+
+int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
+		const struct bn_config *cfg)
+{
+	double increase = 0, best = 0;
+	int bottleneck = -1;
+
+	for (size_t i = 0; i < n; i++) {
+		struct bn_component *x = &c[i];
+
+		x->n = bn_hist_total(&cur[i]);
+		x->departed = x->bottleneck = false;
+		x->share = 0;
+		x->a = 0.5;
+		x->z = 0;
+		x->cur_mean = bn_hist_mean(&cur[i]);
+		x->p50 = bn_hist_quantile(&cur[i], 0.5);
+		x->p99 = bn_hist_quantile(&cur[i], 0.99);
+		x->base_mean = x->ready ? x->base.sum_ns : 0;
+		if (!x->ready || x->n < cfg->min_samples)
+			continue;
+		bn_mann_whitney(&x->base, x->base_samples, &cur[i], &x->a, &x->z);
+		x->departed =
+			x->a >= cfg->min_effect && x->z >= cfg->min_z && x->cur_mean > x->base_mean;
+		if (x->cur_mean > x->base_mean)
+			increase += x->cur_mean - x->base_mean;
+		if (x->departed && x->cur_mean - x->base_mean > best) {
+			best = x->cur_mean - x->base_mean;
+			bottleneck = (int)i;
+		}
+	}
+	if (bottleneck >= 0) {
+		c[bottleneck].bottleneck = true;
+		c[bottleneck].share = best / increase;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (c[i].n >= cfg->min_samples && !c[i].departed)
+			learn(&c[i], &cur[i], c[i].n, cfg);
+	return bottleneck;
+}

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Which component of the network stack is the bottleneck now (docs/netstack.md): each
+ * component's latency distribution this interval against its baseline, learned online or
+ * loaded. No kernel, no I/O: unit-tested.
+ */
+#ifndef PLUMB_ANALYSIS_BOTTLENECK_H
+#define PLUMB_ANALYSIS_BOTTLENECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <linux/types.h>
+
+#include "netstack.h"
+
+/* A latency distribution in the buckets of include/netstack.h (counts, or weights). */
+struct bn_hist {
+	double count[NETSTACK_BUCKETS];
+	double sum_ns;
+};
+
+double bn_hist_total(const struct bn_hist *h);
+double bn_hist_mean(const struct bn_hist *h);
+
+/* Bucket b's upper bound in ns (inclusive); the last bucket's is infinite. */
+double bn_bucket_upper(int b);
+
+/* The q-quantile (0..1), interpolated linearly within its bucket; 0 for an empty histogram. */
+double bn_hist_quantile(const struct bn_hist *h, double q);
+
+/*
+ * Mann-Whitney U of cur against base on binned data (ties within a bucket): the effect size
+ * a = P(cur > base) + P(cur == base) / 2 (0.5: no shift) and the z-score of U (normal
+ * approximation, tie-corrected variance). base may be a weighted distribution: n_base is the
+ * number of samples it stands for.
+ */
+void bn_mann_whitney(const struct bn_hist *base, double n_base, const struct bn_hist *cur,
+		     double *a, double *z);
+
+/* The method's constants (docs/netstack.md says why each is what it is). */
+struct bn_config {
+	size_t warmup; /* intervals with samples that make a component's first baseline */
+	double alpha; /* afterwards, the weight of each unflagged interval in the baseline */
+	double min_samples; /* fewer in an interval: the component is not judged, not learned */
+	double min_effect; /* Vargha-Delaney A of a departure: 0.71 is a "large" effect */
+	double min_z; /* and its significance: 3.29 is one-sided p < 0.0005 */
+	double max_base_samples; /* a learned baseline counts as at most this many samples */
+};
+
+extern const struct bn_config bn_default_config;
+
+/* One component's learned state and its last judgement. */
+struct bn_component {
+	struct bn_hist base; /* a distribution: sums to 1 once warm (sum_ns: the mean) */
+	struct bn_hist warm; /* the warm-up intervals' samples, summed */
+	size_t warm_intervals;
+	double base_samples; /* how many samples the baseline stands for */
+	bool ready; /* the baseline is learned (or loaded) */
+	/* the last interval */
+	double n, base_mean, cur_mean, p50, p99, a, z;
+	bool departed; /* significantly slower than its baseline */
+	bool bottleneck; /* departed, with the largest share of the increase */
+	double share; /* its part of the sum of the components' mean increases */
+};
+
+/* Sets a component's baseline from a distribution (a recording): it is ready at once. */
+void bn_component_load(struct bn_component *c, const struct bn_hist *base, double samples);
+
+/*
+ * One interval: cur[i] holds component i's samples of the interval. Judges each component,
+ * marks the bottleneck (the departed component with the largest mean increase, when the
+ * increases sum to more than zero), then learns from the components not departed. Returns the
+ * bottleneck's index or -1.
+ */
+int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
+		const struct bn_config *cfg);
+
+#endif

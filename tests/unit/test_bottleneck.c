@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/types.h>
+#include <cmocka.h>
+
+#include "analysis/bottleneck.h"
+
+/* Every value lands in the bucket whose bounds hold it: lower < v <= upper. */
+static void test_buckets(void **state)
+{
+	(void)state;
+	assert_int_equal(netstack_bucket(0), 0);
+	assert_int_equal(netstack_bucket(128), 0);
+	assert_int_equal(netstack_bucket(129), 1);
+	assert_int_equal(netstack_bucket(160), 1);
+	assert_int_equal(netstack_bucket(161), 2);
+	assert_int_equal(netstack_bucket(256), 4);
+	assert_int_equal(netstack_bucket(257), 5);
+	assert_true(bn_bucket_upper(0) == 128 && bn_bucket_upper(1) == 160);
+	assert_true(bn_bucket_upper(4) == 256 && bn_bucket_upper(5) == 320);
+	for (uint64_t v = 1; v < (1ULL << 36); v = v * 1.07 + 1) {
+		int b = (int)netstack_bucket(v);
+		double lo = b ? bn_bucket_upper(b - 1) : 0;
+
+		assert_true(b >= 0 && b < NETSTACK_BUCKETS);
+		if (b == NETSTACK_BUCKETS - 1) {
+			assert_true(v > lo);
+			continue;
+		}
+		if (!(lo < (double)v && (double)v <= bn_bucket_upper(b)))
+			fail_msg("%llu in bucket %d: (%.0f, %.0f]", (unsigned long long)v, b, lo,
+				 bn_bucket_upper(b));
+	}
+}
+
+static void add(struct bn_hist *h, double v, double n)
+{
+	h->count[netstack_bucket((uint64_t)v)] += n;
+	h->sum_ns += v * n;
+}
+
+static void test_quantile_and_mean(void **state)
+{
+	struct bn_hist h = { 0 };
+
+	(void)state;
+	assert_true(bn_hist_quantile(&h, 0.5) == 0 && bn_hist_mean(&h) == 0);
+	add(&h, 1000, 90); /* bucket (896, 1024] */
+	add(&h, 100000, 10); /* (98304, 114688] */
+	assert_true(fabs(bn_hist_mean(&h) - 10900) < 1e-6);
+	assert_true(bn_hist_quantile(&h, 0.5) > 896 && bn_hist_quantile(&h, 0.5) <= 1024);
+	assert_true(bn_hist_quantile(&h, 0.99) > 98304 && bn_hist_quantile(&h, 0.99) <= 114688);
+}
+
+static void test_mann_whitney(void **state)
+{
+	struct bn_hist a = { 0 }, b = { 0 };
+	double eff, z;
+
+	(void)state;
+	for (int i = 0; i < 8; i++) {
+		add(&a, 1000 * (1 + i), 100);
+		add(&b, 1000 * (1 + i), 100);
+	}
+	bn_mann_whitney(&a, 800, &b, &eff, &z);
+	assert_true(fabs(eff - 0.5) < 1e-9 && fabs(z) < 1e-6);
+	memset(&b, 0, sizeof(b));
+	for (int i = 0; i < 8; i++)
+		add(&b, 20000 * (1 + i), 100); /* every value above every one of a */
+	bn_mann_whitney(&a, 800, &b, &eff, &z);
+	assert_true(fabs(eff - 1) < 1e-9 && z > 30);
+	bn_mann_whitney(&b, 800, &a, &eff, &z); /* and the other way: lower, negative */
+	assert_true(fabs(eff) < 1e-9 && z < -30);
+}
+
+/* A steady interval: components 0 and 1 around 2 us and 10 us, with jitter. */
+static void steady(struct bn_hist *cur, unsigned int *seed, double slow1)
+{
+	memset(cur, 0, 2 * sizeof(*cur));
+	for (int k = 0; k < 200; k++) {
+		add(&cur[0], 2000 * (0.8 + 0.4 * rand_r(seed) / RAND_MAX), 1);
+		add(&cur[1], 10000 * slow1 * (0.8 + 0.4 * rand_r(seed) / RAND_MAX), 1);
+	}
+}
+
+static void test_interval(void **state)
+{
+	struct bn_component c[2] = { 0 };
+	struct bn_hist cur[2];
+	unsigned int seed = 7;
+	const struct bn_config *cfg = &bn_default_config;
+
+	(void)state;
+	for (size_t i = 0; i < cfg->warmup; i++) {
+		steady(cur, &seed, 1);
+		assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
+	}
+	assert_true(c[0].ready && c[1].ready);
+	/* clean intervals: nothing departs */
+	for (int i = 0; i < 200; i++) {
+		steady(cur, &seed, 1);
+		assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
+		assert_false(c[0].departed || c[1].departed);
+	}
+	/* component 1 three times slower: the bottleneck, with all the increase; it stays one */
+	for (int i = 0; i < 100; i++) {
+		steady(cur, &seed, 3);
+		assert_int_equal(bn_interval(c, cur, 2, cfg), 1);
+		assert_true(c[1].bottleneck && !c[0].departed);
+		assert_true(c[1].share > 0.9 && c[1].share <= 1);
+		assert_true(c[1].base_mean > 9000 && c[1].base_mean < 11000);
+	}
+	/* too few samples: not judged */
+	memset(cur, 0, sizeof(cur));
+	add(&cur[1], 1e6, 5);
+	assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
+}
+
+/* 10% slower is not "large" (A ~ 0.6 here): flagged only from a large effect on. */
+static void test_small_shift_not_flagged(void **state)
+{
+	struct bn_component c[2] = { 0 };
+	struct bn_hist cur[2];
+	unsigned int seed = 11;
+	const struct bn_config *cfg = &bn_default_config;
+
+	(void)state;
+	for (size_t i = 0; i < cfg->warmup; i++) {
+		steady(cur, &seed, 1);
+		bn_interval(c, cur, 2, cfg);
+	}
+	for (int i = 0; i < 50; i++) {
+		steady(cur, &seed, 1.1);
+		assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
+	}
+}
+
+static void test_loaded_baseline(void **state)
+{
+	struct bn_component c;
+	struct bn_hist base = { 0 }, cur[1] = { 0 };
+
+	(void)state;
+	add(&base, 5000, 1000);
+	bn_component_load(&c, &base, 1000);
+	assert_true(c.ready && fabs(c.base.sum_ns - 5000) < 1e-6);
+	add(&cur[0], 50000, 100);
+	assert_int_equal(bn_interval(&c, cur, 1, &bn_default_config), 0);
+	assert_true(fabs(c.share - 1) < 1e-9);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_buckets),
+		cmocka_unit_test(test_quantile_and_mean),
+		cmocka_unit_test(test_mann_whitney),
+		cmocka_unit_test(test_interval),
+		cmocka_unit_test(test_small_shift_not_flagged),
+		cmocka_unit_test(test_loaded_baseline),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
