@@ -16,7 +16,7 @@ LDLIBS     += -lbpf -lelf -lz -lmicrohttpd -ljson-c -lcurl -lmetis -lpthread -lm
 BPF_CFLAGS := -target bpf -g -O2 -Wall -Werror -D__TARGET_ARCH_$(ARCH) \
 	      -Ibpf/vmlinux/$(ARCH) -Iinclude -Ibpf
 
-BPF_MODULES := io flow sched blk
+BPF_MODULES := io flow sched blk netstack
 BPF_OBJS    := $(BPF_MODULES:%=$(BUILD)/%.bpf.o)
 SKELS       := $(BPF_MODULES:%=$(BUILD)/%.skel.h)
 

@@ -49,4 +49,64 @@ static inline __u32 netstack_bucket(__u64 v)
 	return (msb - NETSTACK_MIN_SHIFT) * 4 + (((v - 1) >> (msb - 2)) & 3) + 1;
 }
 
+/*
+ * The components: consecutive events of one packet, each segment named by its two ends
+ * (docs/netstack.md). A packet's segments partition its time from the first event seen to
+ * the last: no time is counted twice, none is left out between two events joined.
+ */
+enum netstack_component {
+	NS_QDISC = 0, /* TX: net_dev_queue -> net_dev_start_xmit (qdisc, or its bypass) */
+	NS_DRIVER, /* TX: net_dev_start_xmit -> net_dev_xmit (the driver's transmit) */
+	NS_CROSSING, /* TX -> RX: start_xmit on a veth or lo -> netif_rx / GRO on the peer */
+	NS_SOFTIRQ, /* RX: netif_rx -> the NET_RX softirq's start on this CPU */
+	NS_BACKLOG, /* RX: softirq start (or netif_rx, in a running softirq) -> netif_receive_skb */
+	NS_FORWARD, /* netif_receive_skb on a bridge port or router -> the next device's queue */
+	NS_PROTOCOL, /* RX: netif_receive_skb -> tcp_probe (IP and TCP up to the socket) */
+	NS_SOCKET, /* RX: tcp_probe -> skb_copy_datagram_iovec (the socket's receive queue) */
+	NS_COMPONENTS,
+};
+
+/* Where a sampled packet is now: the event that opened its current segment. */
+enum netstack_stage {
+	NS_ST_QUEUE = 1, /* net_dev_queue */
+	NS_ST_XMIT, /* net_dev_start_xmit */
+	NS_ST_SENT, /* net_dev_xmit: left this host's stack */
+	NS_ST_RX, /* netif_rx, napi_gro_receive_entry */
+	NS_ST_RECEIVE, /* netif_receive_skb */
+	NS_ST_PROBE, /* tcp_probe */
+};
+
+/* A sampled packet in flight, by skb pointer. */
+struct netstack_pkt {
+	__u64 ts; /* ktime of the event that opened the current segment */
+	__u64 fp; /* its headers' fingerprint: a reused skb pointer is another packet */
+	__u32 stage; /* enum netstack_stage */
+	__u32 ifindex; /* the device of the last event that had one */
+	__u32 netns; /* and its network namespace (inode number) */
+	__u32 pad;
+};
+
+struct netstack_key {
+	__u32 netns;
+	__u32 ifindex;
+	__u32 component; /* enum netstack_component */
+	__u32 pad;
+};
+
+struct netstack_hist {
+	__u64 count[NETSTACK_BUCKETS];
+	__u64 sum_ns;
+};
+
+#define NETSTACK_PKTS_MAX   65536 /* sampled packets in flight */
+#define NETSTACK_HISTS_MAX  4096 /* (netns, device, component) */
+#define NETSTACK_MAX_AGE_NS 1000000000ULL /* a segment longer than 1 s: the packet is lost */
+
+enum netstack_lost_reason {
+	NS_LOST_UNMATCHED = 0, /* a sampled packet's entry overwritten or aged before its end */
+	NS_LOST_DROPPED, /* a sampled packet freed by kfree_skb (a drop) */
+	NS_LOST_HISTS_FULL, /* a segment whose (netns, device, component) found the map full */
+	NS_LOST_REASONS,
+};
+
 #endif

@@ -365,6 +365,7 @@ int agent_run(const struct agent_options *o)
 		.io_latency_sample = o->io_latency_sample,
 		.flow_capacity = o->flow_capacity,
 		.flow_bytes = o->flow_bytes,
+		.netstack_sample = o->netstack_sample,
 	};
 	struct sigaction sa = { .sa_handler = on_signal };
 	char cgroup_root[4096], err[256];

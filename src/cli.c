@@ -171,6 +171,8 @@ enum {
 	OPT_FLOW_BYTES,
 	OPT_HOST,
 	OPT_NETNS,
+	OPT_NETSTACK_SAMPLE,
+	OPT_DEV,
 	OPT_MAX_MOVES,
 	OPT_PIN,
 	OPT_PEERS,
@@ -200,6 +202,7 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 		{ "flow-bytes", required_argument, NULL, OPT_FLOW_BYTES },
 		{ "host", required_argument, NULL, OPT_HOST },
 		{ "netns", required_argument, NULL, OPT_NETNS },
+		{ "netstack-sample", required_argument, NULL, OPT_NETSTACK_SAMPLE },
 		{ 0 },
 	};
 	unsigned int ms;
@@ -215,6 +218,7 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 	o->io_latency_sample = PLUMB_DEFAULT_LATENCY_SAMPLE;
 	o->flow_capacity = 131072;
 	o->flow_bytes = FLOW_BYTES_AUTO;
+	o->netstack_sample = PLUMB_DEFAULT_NETSTACK_SAMPLE;
 	optind = 0;
 	opterr = 0;
 	while ((c = next_opt(argc, argv, opts, ":l:m:vh", err, errlen)) != -1) {
@@ -282,6 +286,13 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 			o->flow_bytes = (enum flow_bytes_mode)k;
 			break;
 		}
+		case OPT_NETSTACK_SAMPLE:
+			if (parse_uint(optarg, 1, 65536, &o->netstack_sample)) {
+				snprintf(err, errlen, "--netstack-sample: '%s' is not in 1..65536",
+					 optarg);
+				return CLI_ERROR;
+			}
+			break;
 		case OPT_HOST:
 			if (!*optarg || strlen(optarg) >= sizeof(o->host) ||
 			    strpbrk(optarg, "/ \t\n\"")) {
@@ -698,6 +709,95 @@ static int parse_duration_opt(const char *opt, const char *arg, unsigned int min
 		return -EINVAL;
 	}
 	return 0;
+}
+
+enum cli_result cli_parse_netstack(int argc, char **argv, struct netstack_options *o, char *err,
+				   size_t errlen)
+{
+	static const struct option opts[] = {
+		{ "interval", required_argument, NULL, 'i' },
+		{ "count", required_argument, NULL, 'n' },
+		{ "dev", required_argument, NULL, OPT_DEV },
+		{ "netns", required_argument, NULL, OPT_NETNS },
+		{ "record", required_argument, NULL, OPT_RECORD },
+		{ "baseline", required_argument, NULL, OPT_BASELINE },
+		{ "sample", required_argument, NULL, OPT_NETSTACK_SAMPLE },
+		{ "json", no_argument, NULL, 'j' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	unsigned int n;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->interval_ms = 1000;
+	o->sample = PLUMB_DEFAULT_NETSTACK_SAMPLE;
+	optind = 0;
+	opterr = 0;
+	while ((c = next_opt(argc, argv, opts, ":i:n:jvh", err, errlen)) != -1) {
+		switch (c) {
+		case 'i':
+			if (parse_duration_opt("--interval", optarg, 100, &o->interval_ms, err,
+					       errlen))
+				return CLI_ERROR;
+			break;
+		case 'n':
+			if (parse_uint(optarg, 1, 1u << 30, &n)) {
+				snprintf(err, errlen, "--count: '%s' is not a positive number",
+					 optarg);
+				return CLI_ERROR;
+			}
+			o->count = n;
+			break;
+		case OPT_DEV:
+			if (!*optarg || strlen(optarg) >= 16) {
+				snprintf(err, errlen, "--dev: '%s' is not a device name", optarg);
+				return CLI_ERROR;
+			}
+			snprintf(o->dev, sizeof(o->dev), "%s", optarg);
+			break;
+		case OPT_NETNS:
+			if (!*optarg || strlen(optarg) >= sizeof(o->netns)) {
+				snprintf(err, errlen, "--netns: '%s' is not a namespace name",
+					 optarg);
+				return CLI_ERROR;
+			}
+			snprintf(o->netns, sizeof(o->netns), "%s", optarg);
+			break;
+		case OPT_RECORD:
+			if (copy_path(o->record, sizeof(o->record), "--record", optarg, err,
+				      errlen))
+				return CLI_ERROR;
+			break;
+		case OPT_BASELINE:
+			if (copy_path(o->baseline, sizeof(o->baseline), "--baseline", optarg, err,
+				      errlen))
+				return CLI_ERROR;
+			break;
+		case OPT_NETSTACK_SAMPLE:
+			if (parse_uint(optarg, 1, 65536, &o->sample)) {
+				snprintf(err, errlen, "--sample: '%s' is not in 1..65536", optarg);
+				return CLI_ERROR;
+			}
+			break;
+		case 'j':
+			o->json = true;
+			break;
+		case 'v':
+			o->verbose++;
+			break;
+		case 'h':
+			return CLI_HELP;
+		default:
+			return CLI_ERROR;
+		}
+	}
+	if (optind < argc) {
+		snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+		return CLI_ERROR;
+	}
+	return CLI_OK;
 }
 
 enum cli_result cli_parse_diagnose(int argc, char **argv, struct diagnose_options *o, char *err,

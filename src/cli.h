@@ -10,9 +10,10 @@
 #include "plumb.h"
 #include "analysis/graph.h"
 
-#define PLUMB_DEFAULT_ADDR	     "127.0.0.1"
-#define PLUMB_DEFAULT_PORT	     9977
-#define PLUMB_DEFAULT_LATENCY_SAMPLE 16
+#define PLUMB_DEFAULT_ADDR	      "127.0.0.1"
+#define PLUMB_DEFAULT_PORT	      9977
+#define PLUMB_DEFAULT_LATENCY_SAMPLE  16
+#define PLUMB_DEFAULT_NETSTACK_SAMPLE 1 /* every flow, until the benchmark says otherwise */
 
 struct agent_options {
 	char addr[64];
@@ -26,6 +27,7 @@ struct agent_options {
 	unsigned int io_latency_sample;
 	unsigned int flow_capacity;
 	enum flow_bytes_mode flow_bytes;
+	unsigned int netstack_sample; /* follow 1 in this many flows */
 	char host[64]; /* --host; "" = the --netns name, else gethostname() */
 	char netns[256]; /* --netns: a name under /run/netns, or a path; "" = every netns */
 };
@@ -90,6 +92,18 @@ struct diagnose_options {
 	int verbose;
 };
 
+struct netstack_options {
+	unsigned int interval_ms;
+	long count; /* 0: until interrupted */
+	char dev[32]; /* --dev: show only this device's components */
+	char netns[64]; /* --netns: only this namespace's (a /run/netns name, "host", an inode) */
+	char record[4096]; /* --record FILE: the baselines, written at exit */
+	char baseline[4096]; /* --baseline FILE: a --record of an earlier run */
+	bool json;
+	int verbose;
+	unsigned int sample; /* --sample N: 1 in N flows */
+};
+
 enum cli_result {
 	CLI_OK = 0,
 	CLI_HELP = 1, /* --help: print usage to stdout, exit 0 */
@@ -111,6 +125,8 @@ enum cli_result cli_parse_place(int argc, char **argv, struct place_options *o, 
  */
 int cli_parse_url(const char *s, const char *default_path, char *out, size_t outlen);
 enum cli_result cli_parse_diagnose(int argc, char **argv, struct diagnose_options *o, char *err,
+				   size_t errlen);
+enum cli_result cli_parse_netstack(int argc, char **argv, struct netstack_options *o, char *err,
 				   size_t errlen);
 enum cli_result cli_parse_graph(int argc, char **argv, struct graph_options *o, char *err,
 				size_t errlen);

@@ -6,6 +6,7 @@
 #include "agent.h"
 #include "cli.h"
 #include "diagnose.h"
+#include "netstack_view.h"
 #include "graph_cmd.h"
 #include "io_view.h"
 #include "log.h"
@@ -42,6 +43,8 @@ static void agent_usage(FILE *out)
 		"                           receive, 6.3+), counters (TCP's own, read at close\n"
 		"                           and on each scrape), off; default auto: calls where\n"
 		"                           the kernel can, else counters\n"
+		"      --netstack-sample N  netstack follows the packets of 1 in N flows (by\n"
+		"                           flow hash; default %u: every flow)\n"
 		"      --netns NAME         observe only this network namespace (a name under\n"
 		"                           /run/netns, or a path such as /proc/PID/ns/net);\n"
 		"                           the HTTP server stays in the agent's own namespace\n"
@@ -56,7 +59,8 @@ static void agent_usage(FILE *out)
 		"  curl -s localhost:9977/api/v1/graph\n"
 		"  plumb agent --listen 0.0.0.0:9977 --modules io\n"
 		"  curl -s localhost:9977/metrics | grep plumb_io_write_bytes_total\n",
-		PLUMB_DEFAULT_ADDR, PLUMB_DEFAULT_PORT, PLUMB_DEFAULT_LATENCY_SAMPLE);
+		PLUMB_DEFAULT_ADDR, PLUMB_DEFAULT_PORT, PLUMB_DEFAULT_LATENCY_SAMPLE,
+		PLUMB_DEFAULT_NETSTACK_SAMPLE);
 }
 
 static void io_usage(FILE *out)
@@ -277,6 +281,60 @@ static int run_graph(int argc, char **argv)
 	return graph_cmd_run(&o);
 }
 
+static void netstack_help(FILE *out)
+{
+	fprintf(out,
+		"Usage: plumb netstack [--interval 1s] [--count N] [--dev DEV] [--netns NAME]\n"
+		"                      [--record FILE] [--baseline FILE] [--sample N] [--json]\n"
+		"\n"
+		"Where do packets spend their time in this host's network stack? Follows sampled\n"
+		"packets through the qdisc, the driver, veth crossings, the softirq, the backlog,\n"
+		"bridge forwarding, the protocol and the socket's receive queue, and prints each\n"
+		"component's samples/s, p50, p99 and mean against its baseline every interval,\n"
+		"with the bottleneck marked and explained. Baselines are learned over the first\n"
+		"10 intervals with samples, or read from a recording (docs/netstack.md).\n"
+		"Loads its own BPF programs: needs no agent.\n"
+		"\n"
+		"  -i, --interval DUR   one table every DUR (default 1s)\n"
+		"  -n, --count N        N tables, then exit (default: until interrupted)\n"
+		"      --dev DEV        show only this device's components\n"
+		"      --netns NAME     show only this namespace's (a name under /run/netns,\n"
+		"                       'host', or an inode number)\n"
+		"      --record FILE    at exit, write the baselines to FILE (JSON)\n"
+		"      --baseline FILE  start from a recording's baselines\n"
+		"      --sample N       follow 1 in N flows (default %u)\n"
+		"  -j, --json           one JSON object per interval\n"
+		"  -h, --help           this help\n"
+		"\n"
+		"Exit status: 0 done; 1 the programs cannot run, or a bad --baseline; 2 usage "
+		"error.\n"
+		"\n"
+		"Examples:\n"
+		"  plumb netstack\n"
+		"  plumb netstack --netns pod1 --count 30 --record quiet.json\n"
+		"  plumb netstack --baseline quiet.json --json\n",
+		PLUMB_DEFAULT_NETSTACK_SAMPLE);
+}
+
+static int run_netstack(int argc, char **argv)
+{
+	struct netstack_options o;
+	char err[256];
+
+	switch (cli_parse_netstack(argc, argv, &o, err, sizeof(err))) {
+	case CLI_HELP:
+		netstack_help(stdout);
+		return 0;
+	case CLI_ERROR:
+		return usage_error("netstack", err, netstack_help);
+	case CLI_OK:
+		break;
+	}
+	log_level = o.verbose > 1 ? LOG_DEBUG : o.verbose ? LOG_INFO : LOG_WARN;
+	log_setup_libbpf();
+	return netstack_view_run(&o);
+}
+
 static int run_diagnose(int argc, char **argv)
 {
 	struct diagnose_options o;
@@ -301,6 +359,8 @@ static const struct cmd cmds[] = {
 	{ "io", "live file I/O per workload and mount", run_io, io_usage },
 	{ "diagnose", "why a service slowed down: its threads' waits, ranked causes", run_diagnose,
 	  diagnose_help },
+	{ "netstack", "where packets spend their time in the network stack, the bottleneck",
+	  run_netstack, netstack_help },
 	{ "graph", "who talks to whom: the communication graph", run_graph, graph_usage },
 	{ "place", "placement advice: workloads to hosts, less cross-host traffic", run_place,
 	  place_usage },

@@ -9,7 +9,7 @@
 #include "plumb.h"
 
 struct plumb_module *plumb_modules[] = {
-	&io_module, &flow_module, &sched_module, &wait_module, &blk_module,
+	&io_module, &flow_module, &sched_module, &wait_module, &blk_module, &netstack_module,
 };
 
 const size_t plumb_module_count = sizeof(plumb_modules) / sizeof(plumb_modules[0]);

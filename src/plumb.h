@@ -30,6 +30,7 @@ struct plumb_config {
 	enum flow_bytes_mode flow_bytes; /* where the flow module's byte counts come from */
 	const struct netns *netns; /* --netns: the one network namespace observed (flow) */
 	bool wait; /* the wait module is requested: the sched object classifies waits */
+	unsigned int netstack_sample; /* netstack follows 1 in this many flows */
 };
 
 #define MODULE_MAX_MAPS	   8
@@ -107,6 +108,7 @@ extern struct plumb_module flow_module;
 extern struct plumb_module sched_module;
 extern struct plumb_module wait_module;
 extern struct plumb_module blk_module;
+extern struct plumb_module netstack_module;
 
 /* All modules, in the order they load and export. */
 extern struct plumb_module *plumb_modules[];

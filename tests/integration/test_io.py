@@ -406,7 +406,7 @@ def test_http_robustness(world, agent, cleanup):
 def test_cli_errors(world, agent, cleanup):
     """Bad input: clear one-line errors and the documented exit codes."""
     r = sh(PLUMB, "agent", "--modules", "bogus", check=False)
-    assert r.returncode == 2 and "unknown module 'bogus' (valid: io, flow, sched, wait, blk)" in r.stderr, r
+    assert r.returncode == 2 and "unknown module 'bogus' (valid: io, flow, sched, wait, blk, netstack)" in r.stderr, r
     r = sh(PLUMB, "frobnicate", check=False)
     assert r.returncode == 2 and "unknown command" in r.stderr, r
     r = sh(PLUMB, "io", "--bogus", check=False)

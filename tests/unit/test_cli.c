@@ -296,14 +296,17 @@ static void test_modules(void **state)
 		{ "wait,sched", 0, (1u << 2) | (1u << 3), NULL },
 		{ "blk", 0, 1u << 4, NULL },
 		{ "bogus", -EINVAL, 0,
-		  "unknown module 'bogus' (valid: io, flow, sched, wait, blk)" },
+		  "unknown module 'bogus' (valid: io, flow, sched, wait, blk, netstack)" },
 		{ "io,bogus", -EINVAL, 0,
-		  "unknown module 'bogus' (valid: io, flow, sched, wait, blk)" },
+		  "unknown module 'bogus' (valid: io, flow, sched, wait, blk, netstack)" },
 		{ "bogus,io", -EINVAL, 0,
-		  "unknown module 'bogus' (valid: io, flow, sched, wait, blk)" },
-		{ "IO", -EINVAL, 0, "unknown module 'IO' (valid: io, flow, sched, wait, blk)" },
-		{ " io", -EINVAL, 0, "unknown module ' io' (valid: io, flow, sched, wait, blk)" },
-		{ "io ", -EINVAL, 0, "unknown module 'io ' (valid: io, flow, sched, wait, blk)" },
+		  "unknown module 'bogus' (valid: io, flow, sched, wait, blk, netstack)" },
+		{ "IO", -EINVAL, 0,
+		  "unknown module 'IO' (valid: io, flow, sched, wait, blk, netstack)" },
+		{ " io", -EINVAL, 0,
+		  "unknown module ' io' (valid: io, flow, sched, wait, blk, netstack)" },
+		{ "io ", -EINVAL, 0,
+		  "unknown module 'io ' (valid: io, flow, sched, wait, blk, netstack)" },
 		{ "", -EINVAL, 0, "--modules: empty list" },
 		{ ",", -EINVAL, 0, "--modules: empty list" },
 		{ ",,,", -EINVAL, 0, "--modules: empty list" },
@@ -312,12 +315,13 @@ static void test_modules(void **state)
 
 	(void)state;
 	/* the cases name bits by position in the registry */
-	assert_int_equal(plumb_module_count, 5);
+	assert_int_equal(plumb_module_count, 6);
 	assert_string_equal(plumb_modules[0]->name, "io");
 	assert_string_equal(plumb_modules[1]->name, "flow");
 	assert_string_equal(plumb_modules[2]->name, "sched");
 	assert_string_equal(plumb_modules[3]->name, "wait");
 	assert_string_equal(plumb_modules[4]->name, "blk");
+	assert_string_equal(plumb_modules[5]->name, "netstack");
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		char err[ERR_LEN] = "";
 		uint32_t mask = 0xdead;
@@ -374,6 +378,7 @@ enum agent_field {
 	A_SAMPLE = 1 << 8,
 	A_FLOW = 1 << 9,
 	A_FLOW_BYTES = 1 << 10,
+	A_NETSTACK_SAMPLE = 1 << 13,
 	A_HOST = 1 << 11,
 	A_NETNS = 1 << 12,
 };
@@ -398,6 +403,7 @@ static void agent_defaults(struct agent_options *o)
 	o->io_latency_sample = PLUMB_DEFAULT_LATENCY_SAMPLE;
 	o->flow_capacity = 131072;
 	o->flow_bytes = FLOW_BYTES_AUTO;
+	o->netstack_sample = PLUMB_DEFAULT_NETSTACK_SAMPLE;
 }
 
 static void agent_want(const struct agent_case *c, struct agent_options *o)
@@ -425,6 +431,8 @@ static void agent_want(const struct agent_case *c, struct agent_options *o)
 		o->flow_capacity = c->want.flow_capacity;
 	if (c->set & A_FLOW_BYTES)
 		o->flow_bytes = c->want.flow_bytes;
+	if (c->set & A_NETSTACK_SAMPLE)
+		o->netstack_sample = c->want.netstack_sample;
 	if (c->set & A_HOST)
 		strcpy(o->host, c->want.host);
 	if (c->set & A_NETNS)
@@ -436,10 +444,10 @@ static void agent_str(const struct agent_options *o, char *buf, size_t len)
 	snprintf(buf, len,
 		 "addr=%s port=%u modules=%#x verbose=%d check=%d grace_s=%u io_capacity=%u "
 		 "io_latency=%d io_latency_sample=%u flow_capacity=%u flow_bytes=%d host=%s "
-		 "netns=%s",
+		 "netns=%s netstack_sample=%u",
 		 o->addr, o->port, o->modules, o->verbose, o->check, o->grace_s, o->io_capacity,
 		 o->io_latency, o->io_latency_sample, o->flow_capacity, o->flow_bytes, o->host,
-		 o->netns);
+		 o->netns, o->netstack_sample);
 }
 
 static void test_agent_defaults(void **state)
@@ -498,6 +506,8 @@ static void test_agent_options(void **state)
 		{ { "--io-capacity=1048576" }, A_CAPACITY, { .io_capacity = 1048576 } },
 		{ { "--flow-capacity", "100000" }, A_FLOW, { .flow_capacity = 100000 } },
 		{ { "--flow-bytes", "off" }, A_FLOW_BYTES, { .flow_bytes = FLOW_BYTES_OFF } },
+		{ { "--netstack-sample", "64" }, A_NETSTACK_SAMPLE, { .netstack_sample = 64 } },
+		{ { "--netstack-sample", "1" }, A_NETSTACK_SAMPLE, { .netstack_sample = 1 } },
 		{ { "--flow-bytes=counters" },
 		  A_FLOW_BYTES,
 		  { .flow_bytes = FLOW_BYTES_COUNTERS } },
@@ -641,7 +651,8 @@ static void test_agent_errors(void **state)
 		{ { "-l", "::1:9977" }, ERROR_IS("--listen: '::1:9977' is not ADDR:PORT") },
 		{ { "--listen=" }, ERROR_IS("--listen: '' is not ADDR:PORT") },
 		{ { "-m", "bogus" },
-		  ERROR_IS("unknown module 'bogus' (valid: io, flow, sched, wait, blk)") },
+		  ERROR_IS(
+			  "unknown module 'bogus' (valid: io, flow, sched, wait, blk, netstack)") },
 		{ { "--modules", "" }, ERROR_IS("--modules: empty list") },
 		{ { "--modules", "," }, ERROR_IS("--modules: empty list") },
 		{ { "--cgroup-grace", "1x" },
@@ -666,6 +677,9 @@ static void test_agent_errors(void **state)
 		{ { "--host", "0123456789012345678901234567890123456789012345678901234567890123" },
 		  ERROR_HAS("is not a host name (1-63 characters") },
 		{ { "--netns", "" }, ERROR_IS("--netns: '' is not a namespace name or path") },
+		{ { "--netstack-sample", "0" },
+		  ERROR_IS("--netstack-sample: '0' is not in 1..65536") },
+		{ { "--netstack-sample", "65537" }, ERROR_HAS("--netstack-sample: '65537'") },
 		{ { "--io-latency-sample", "3" },
 		  ERROR_IS("--io-latency-sample: '3' is not a power of two in 1..65536") },
 		{ { "--io-latency-sample", "0" }, ERROR_HAS("--io-latency-sample: '0'") },

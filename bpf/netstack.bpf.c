@@ -1,0 +1,394 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * netstack: how long sampled packets spend in each component of the host's network stack.
+ *
+ * A sampled packet is followed by its skb pointer from the first event that sees it
+ * (net_dev_queue: every packet this host sends or forwards) through the events below; each
+ * event closes the segment the previous one opened and adds its length to the histogram of
+ * (network namespace, device, component). Which component a segment is follows from its two
+ * ends (include/netstack.h): start_xmit -> net_dev_xmit is a driver's transmit, start_xmit ->
+ * netif_rx on the peer a veth or loopback crossing, netif_receive_skb -> net_dev_queue a
+ * bridge or router forwarding it.
+ *
+ * skbs are freed without a tracepoint (TCP data after the copy, ACKs) and their addresses come
+ * back within microseconds for other packets: each entry carries a fingerprint of the
+ * packet's headers (addresses, IPv4 id, ports, TCP sequence), checked at every event, and an
+ * age limit; an entry that is not this packet's is counted as unmatched and replaced.
+ *
+ * Sampling: 1 in sample_every flows, by the flow hash (skb->hash, which TCP sets from the
+ * socket, or a hash of the addresses, ports and protocol), decided once at net_dev_queue; the
+ * later events follow only packets that have an entry, so every event agrees.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include "netstack.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define ETH_P_IP       0x0800
+#define ETH_P_IPV6     0x86DD
+#define IPPROTO_TCP    6
+#define IPPROTO_UDP    17
+#define NET_RX_SOFTIRQ 3
+
+const volatile __u32 sample_every = 1;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, NETSTACK_PKTS_MAX);
+	__type(key, __u64);
+	__type(value, struct netstack_pkt);
+} ns_pkts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, NETSTACK_HISTS_MAX);
+	__type(key, struct netstack_key);
+	__type(value, struct netstack_hist);
+} ns_hists SEC(".maps");
+
+struct netstack_cpu {
+	__u64 softirq_ts; /* the last NET_RX softirq's start, when a sampled packet waited for it */
+	__u32 pending; /* a sampled packet was queued to this CPU's backlog since */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct netstack_cpu);
+} ns_cpu SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NS_LOST_REASONS);
+	__type(key, __u32);
+	__type(value, __u64);
+} ns_lost SEC(".maps");
+
+static const struct netstack_hist zero_hist;
+
+static __always_inline void count_lost(__u32 reason)
+{
+	__u64 *n = bpf_map_lookup_elem(&ns_lost, &reason);
+
+	if (n)
+		*n += 1;
+}
+
+static __always_inline __u64 mix(__u64 h, __u64 v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+	return h;
+}
+
+/*
+ * The packet's flow (addresses, ports, protocol) and its fingerprint (the flow with the IPv4
+ * id or IPv6 payload length, and the TCP sequence or UDP length): both 0 when the headers are
+ * neither IPv4 nor IPv6. The headers are at head + network_header on every event here: the
+ * packet was built by this host (TX), and the same skb crosses veth and loopback unchanged.
+ */
+static __always_inline __u64 headers_hash(struct sk_buff *skb, __u64 *flow)
+{
+	unsigned char *head = BPF_CORE_READ(skb, head);
+	__u16 nh = BPF_CORE_READ(skb, network_header), th = BPF_CORE_READ(skb, transport_header);
+	__u16 proto = bpf_ntohs(BPF_CORE_READ(skb, protocol));
+	__u32 l4[2] = {}; /* ports, then the TCP sequence or UDP length and checksum */
+	__u64 f = 0, id = 0;
+	__u8 l4proto;
+
+	if (proto == ETH_P_IP) {
+		struct iphdr ip;
+
+		if (bpf_probe_read_kernel(&ip, sizeof(ip), head + nh))
+			return 0;
+		f = mix(mix(ip.saddr, ip.daddr), ip.protocol);
+		id = ip.id;
+		l4proto = ip.protocol;
+	} else if (proto == ETH_P_IPV6) {
+		struct ipv6hdr ip6;
+
+		if (bpf_probe_read_kernel(&ip6, sizeof(ip6), head + nh))
+			return 0;
+		f = mix(mix(mix(mix(ip6.saddr.in6_u.u6_addr32[2], ip6.saddr.in6_u.u6_addr32[3]),
+				ip6.daddr.in6_u.u6_addr32[2]),
+			    ip6.daddr.in6_u.u6_addr32[3]),
+			ip6.nexthdr);
+		id = ip6.payload_len;
+		l4proto = ip6.nexthdr;
+	} else {
+		return 0;
+	}
+	if ((l4proto == IPPROTO_TCP || l4proto == IPPROTO_UDP) && th != (__u16)~0U &&
+	    !bpf_probe_read_kernel(l4, sizeof(l4), head + th))
+		f = mix(f, l4[0]);
+	*flow = f;
+	return mix(mix(f, id), l4[1]) | 1; /* never 0 */
+}
+
+static __always_inline void dev_ids(struct net_device *dev, __u32 *ifindex, __u32 *netns)
+{
+	*ifindex = BPF_CORE_READ(dev, ifindex);
+	*netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
+}
+
+static __always_inline void hist_add(struct netstack_pkt *p, __u32 component, __u64 ns)
+{
+	struct netstack_key k = { .netns = p->netns,
+				  .ifindex = p->ifindex,
+				  .component = component };
+	struct netstack_hist *h = bpf_map_lookup_elem(&ns_hists, &k);
+	__u32 b;
+
+	if (!h) {
+		if (bpf_map_update_elem(&ns_hists, &k, &zero_hist, BPF_NOEXIST) &&
+		    !bpf_map_lookup_elem(&ns_hists, &k)) {
+			count_lost(NS_LOST_HISTS_FULL);
+			return;
+		}
+		h = bpf_map_lookup_elem(&ns_hists, &k);
+		if (!h)
+			return;
+	}
+	b = netstack_bucket(ns);
+	if (b < NETSTACK_BUCKETS)
+		h->count[b] += 1;
+	h->sum_ns += ns;
+}
+
+/* Whether a lost entry was mid-path: one that reached its last event is complete. */
+static __always_inline void pkt_drop(__u64 key, struct netstack_pkt *p)
+{
+	if (p->stage != NS_ST_PROBE && p->stage != NS_ST_RECEIVE && p->stage != NS_ST_SENT)
+		count_lost(NS_LOST_UNMATCHED);
+	bpf_map_delete_elem(&ns_pkts, &key);
+}
+
+/*
+ * The sampled packet this skb carries, if it has an entry that is its own: the fingerprint
+ * matches (check_fp) and the entry is younger than the age limit. *now is read only then.
+ */
+static __always_inline struct netstack_pkt *pkt_find(struct sk_buff *skb, bool check_fp, __u64 *now)
+{
+	__u64 key = (__u64)skb, flow;
+	struct netstack_pkt *p = bpf_map_lookup_elem(&ns_pkts, &key);
+
+	if (!p)
+		return NULL;
+	*now = bpf_ktime_get_ns();
+	if (*now - p->ts > NETSTACK_MAX_AGE_NS || (check_fp && p->fp != headers_hash(skb, &flow))) {
+		pkt_drop(key, p);
+		return NULL;
+	}
+	return p;
+}
+
+/* Closes the packet's open segment as component c and opens the next at now. */
+static __always_inline void segment(struct netstack_pkt *p, __u32 c, __u64 now, __u32 stage)
+{
+	if (now > p->ts)
+		hist_add(p, c, now - p->ts);
+	p->ts = now;
+	p->stage = stage;
+}
+
+/* First event of a packet this host sends or forwards: the sampling decision. */
+SEC("tp_btf/net_dev_queue")
+int BPF_PROG(ns_queue, struct sk_buff *skb)
+{
+	__u64 key = (__u64)skb, now, flow = 0, fp;
+	struct netstack_pkt *p = bpf_map_lookup_elem(&ns_pkts, &key), n = {};
+	__u32 hash;
+
+	if (p) {
+		now = bpf_ktime_get_ns();
+		fp = headers_hash(skb, &flow);
+		if (p->stage == NS_ST_RECEIVE && p->fp == fp &&
+		    now - p->ts <= NETSTACK_MAX_AGE_NS) {
+			/* received on a bridge port or by a router, now sent on: forwarding */
+			segment(p, NS_FORWARD, now, NS_ST_QUEUE);
+			dev_ids(skb->dev, &p->ifindex, &p->netns);
+			return 0;
+		}
+		if (p->stage == NS_ST_XMIT && p->fp == fp && now - p->ts <= NETSTACK_MAX_AGE_NS) {
+			/* a virtual device's transmit handing it to the device under it */
+			segment(p, NS_DRIVER, now, NS_ST_QUEUE);
+			dev_ids(skb->dev, &p->ifindex, &p->netns);
+			return 0;
+		}
+		pkt_drop(key, p); /* the address of a packet gone untraced: a new one */
+	} else {
+		hash = BPF_CORE_READ(skb, hash);
+		if (sample_every > 1 && hash && hash % sample_every)
+			return 0;
+		fp = headers_hash(skb, &flow);
+		now = 0;
+	}
+	if (!fp)
+		return 0; /* neither IPv4 nor IPv6 */
+	hash = BPF_CORE_READ(skb, hash);
+	if (sample_every > 1 && (hash ? hash : (__u32)flow) % sample_every)
+		return 0;
+	n.ts = now ? now : bpf_ktime_get_ns();
+	n.fp = fp;
+	n.stage = NS_ST_QUEUE;
+	dev_ids(skb->dev, &n.ifindex, &n.netns);
+	bpf_map_update_elem(&ns_pkts, &key, &n, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/net_dev_start_xmit")
+int BPF_PROG(ns_start_xmit, struct sk_buff *skb, struct net_device *dev)
+{
+	struct netstack_pkt *p;
+	__u64 now;
+
+	p = pkt_find(skb, true, &now);
+	if (!p || p->stage != NS_ST_QUEUE)
+		return 0;
+	segment(p, NS_QDISC, now, NS_ST_XMIT);
+	dev_ids(dev, &p->ifindex, &p->netns);
+	return 0;
+}
+
+/*
+ * After the driver's ndo_start_xmit returned. On a veth or lo the skb already belongs to the
+ * peer's receive path (its netif_rx came first): only the pointer is used, never read.
+ */
+SEC("tp_btf/net_dev_xmit")
+int BPF_PROG(ns_xmit, struct sk_buff *skb, int rc, struct net_device *dev)
+{
+	__u64 key = (__u64)skb, now;
+	struct netstack_pkt *p;
+
+	p = pkt_find(skb, false, &now);
+	if (!p || p->stage != NS_ST_XMIT)
+		return 0;
+	segment(p, NS_DRIVER, now, NS_ST_SENT);
+	bpf_map_delete_elem(&ns_pkts, &key); /* it left this host */
+	return 0;
+}
+
+/* The peer of a veth or lo receives it: the crossing ends, the wait for NET_RX begins. */
+static __always_inline void rx_begin(struct sk_buff *skb)
+{
+	struct netstack_cpu *cpu;
+	struct netstack_pkt *p;
+	__u32 zero = 0;
+	__u64 now;
+
+	p = pkt_find(skb, true, &now);
+	if (!p || p->stage != NS_ST_XMIT)
+		return;
+	segment(p, NS_CROSSING, now, NS_ST_RX);
+	dev_ids(skb->dev, &p->ifindex, &p->netns);
+	cpu = bpf_map_lookup_elem(&ns_cpu, &zero);
+	if (cpu)
+		cpu->pending = 1;
+}
+
+SEC("tp_btf/netif_rx")
+int BPF_PROG(ns_rx, struct sk_buff *skb)
+{
+	rx_begin(skb);
+	return 0;
+}
+
+SEC("tp_btf/napi_gro_receive_entry")
+int BPF_PROG(ns_gro, struct sk_buff *skb)
+{
+	rx_begin(skb);
+	return 0;
+}
+
+/* NET_RX starts on this CPU: stamped only when a sampled packet waits in its backlog. */
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(ns_softirq, unsigned int vec_nr)
+{
+	struct netstack_cpu *cpu;
+	__u32 zero = 0;
+
+	if (vec_nr != NET_RX_SOFTIRQ)
+		return 0;
+	cpu = bpf_map_lookup_elem(&ns_cpu, &zero);
+	if (!cpu || !cpu->pending)
+		return 0;
+	cpu->pending = 0;
+	cpu->softirq_ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/netif_receive_skb")
+int BPF_PROG(ns_receive, struct sk_buff *skb)
+{
+	struct netstack_cpu *cpu;
+	struct netstack_pkt *p;
+	__u32 zero = 0;
+	__u64 now;
+
+	p = pkt_find(skb, true, &now);
+	if (!p)
+		return 0;
+	if (p->stage == NS_ST_RX) {
+		/*
+		 * Queued to a backlog (or a GRO ring) at p->ts: the wait for the softirq that
+		 * processes it, if it started after, then the wait inside it.
+		 */
+		cpu = bpf_map_lookup_elem(&ns_cpu, &zero);
+		if (cpu && cpu->softirq_ts > p->ts && cpu->softirq_ts < now)
+			segment(p, NS_SOFTIRQ, cpu->softirq_ts, NS_ST_RX);
+		segment(p, NS_BACKLOG, now, NS_ST_RECEIVE);
+	} else if (p->stage == NS_ST_RECEIVE) {
+		segment(p, NS_FORWARD, now, NS_ST_RECEIVE); /* a bridge delivering it to itself */
+	} else {
+		return 0;
+	}
+	dev_ids(skb->dev, &p->ifindex, &p->netns);
+	return 0;
+}
+
+/* TCP's receive of an established socket's segment (top of tcp_rcv_established). */
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(ns_probe, struct sock *sk, struct sk_buff *skb)
+{
+	struct netstack_pkt *p;
+	__u64 now;
+
+	p = pkt_find(skb, true, &now);
+	if (!p || p->stage != NS_ST_RECEIVE)
+		return 0;
+	segment(p, NS_PROTOCOL, now, NS_ST_PROBE);
+	return 0;
+}
+
+/* The application copies the segment out of the socket's receive queue. */
+SEC("tp_btf/skb_copy_datagram_iovec")
+int BPF_PROG(ns_copy, struct sk_buff *skb, int len)
+{
+	__u64 key = (__u64)skb, now;
+	struct netstack_pkt *p;
+
+	p = pkt_find(skb, true, &now);
+	if (!p || p->stage != NS_ST_PROBE)
+		return 0;
+	segment(p, NS_SOCKET, now, NS_ST_PROBE);
+	bpf_map_delete_elem(&ns_pkts, &key);
+	return 0;
+}
+
+/* A drop (or a free the kernel reports as one): the sample ends there. */
+SEC("tp_btf/kfree_skb")
+int BPF_PROG(ns_kfree, struct sk_buff *skb)
+{
+	__u64 key = (__u64)skb;
+
+	if (!bpf_map_lookup_elem(&ns_pkts, &key))
+		return 0;
+	count_lost(NS_LOST_DROPPED);
+	bpf_map_delete_elem(&ns_pkts, &key);
+	return 0;
+}

@@ -1,0 +1,537 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * netstack module, user space: loads bpf/netstack.bpf.c, reads the per-component latency
+ * histograms of sampled packets, names devices and network namespaces, and every second
+ * judges each component against its baseline (analysis/bottleneck.h). Exports
+ * plumb_netstack_latency_seconds and plumb_netstack_bottleneck.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <json-c/json.h>
+#include <linux/types.h>
+
+#include "clock.h"
+#include "detach.h"
+#include "log.h"
+#include "plumb.h"
+#include "probe.h"
+#include "export/prom.h"
+#include "identity/netns.h"
+#include "netstack.h"
+#include "modules/netstack_module.h"
+#include "netstack.skel.h"
+
+#define NETSTACK_INTERVAL_MS 1000
+#define NETSTACK_NAMES_MAX   1024 /* (netns, ifindex) names kept */
+#define NETSTACK_RENAME_MS   5000 /* an unnamed device is looked up again this often */
+
+const char *const netstack_component_names[NS_COMPONENTS] = {
+	"qdisc", "driver", "crossing", "softirq", "backlog", "forward", "protocol", "socket",
+};
+
+const char *const netstack_component_direction[NS_COMPONENTS] = {
+	"tx", "tx", "tx", "rx", "rx", "forward", "rx", "rx",
+};
+
+struct netstack_name {
+	uint32_t netns, ifindex;
+	char device[32], netns_name[64];
+	bool named;
+	uint64_t tried_ms;
+};
+
+/* A recorded baseline, applied to the series of that name when it appears. */
+struct netstack_recorded {
+	char component[16], device[32], netns[64];
+	struct bn_hist base;
+	double samples;
+};
+
+struct netstack_state {
+	struct netstack_bpf *skel;
+	int ncpus;
+	uint32_t own_netns;
+	struct netstack_series *series;
+	size_t nseries;
+	struct netstack_name names[NETSTACK_NAMES_MAX];
+	size_t nnames;
+	int bottleneck;
+	uint64_t last_interval_ms;
+	struct netstack_recorded *recorded;
+	size_t nrecorded;
+	struct bn_config cfg;
+};
+
+static uint32_t netns_inode(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) ? 0 : (uint32_t)st.st_ino;
+}
+
+struct name_job {
+	uint32_t ifindex;
+	char *out;
+};
+
+static int name_in_netns(void *arg)
+{
+	struct name_job *j = arg;
+	char buf[IF_NAMESIZE];
+
+	if (!if_indextoname(j->ifindex, buf))
+		return -errno;
+	snprintf(j->out, 32, "%s", buf);
+	return 0;
+}
+
+/* A path to a namespace file with that inode: /run/netns/NAME, or some process's. */
+static bool netns_find(uint32_t ino, char *path, size_t len, char *label, size_t labellen)
+{
+	DIR *d = opendir("/run/netns");
+	struct dirent *e;
+	bool found = false;
+
+	while (d && (e = readdir(d)) && !found) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, len, "/run/netns/%s", e->d_name);
+		if (netns_inode(path) == ino) {
+			snprintf(label, labellen, "%.63s", e->d_name);
+			found = true;
+		}
+	}
+	if (d)
+		closedir(d);
+	d = found ? NULL : opendir("/proc");
+	while (d && (e = readdir(d)) && !found) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, len, "/proc/%s/ns/net", e->d_name);
+		if (netns_inode(path) == ino) {
+			snprintf(label, labellen, "%u", ino);
+			found = true;
+		}
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* Names (netns, ifindex) once; an unnamed one is tried again every NETSTACK_RENAME_MS. */
+static struct netstack_name *name_of(struct netstack_state *s, uint32_t netns, uint32_t ifindex)
+{
+	struct netstack_name *n = NULL;
+	char path[300], label[64] = "", err[256];
+	struct netns ns;
+	struct name_job job;
+	uint64_t now = monotonic_ms();
+
+	for (size_t i = 0; i < s->nnames && !n; i++)
+		if (s->names[i].netns == netns && s->names[i].ifindex == ifindex)
+			n = &s->names[i];
+	if (!n) {
+		if (s->nnames == NETSTACK_NAMES_MAX)
+			s->nnames = 0; /* start over: names are cheap to find again */
+		n = &s->names[s->nnames++];
+		memset(n, 0, sizeof(*n));
+		n->netns = netns;
+		n->ifindex = ifindex;
+	}
+	if (n->named || (n->tried_ms && now - n->tried_ms < NETSTACK_RENAME_MS))
+		return n;
+	n->tried_ms = now;
+	snprintf(n->device, sizeof(n->device), "%u", ifindex);
+	snprintf(n->netns_name, sizeof(n->netns_name), "%u", netns);
+	job.ifindex = ifindex;
+	job.out = n->device;
+	if (netns == s->own_netns) {
+		snprintf(n->netns_name, sizeof(n->netns_name), "host");
+		n->named = !name_in_netns(&job);
+		return n;
+	}
+	if (!netns_find(netns, path, sizeof(path), label, sizeof(label)))
+		return n;
+	snprintf(n->netns_name, sizeof(n->netns_name), "%s", label);
+	if (netns_open(path, &ns, err, sizeof(err)))
+		return n;
+	n->named = !netns_run(&ns, name_in_netns, &job);
+	netns_close(&ns);
+	return n;
+}
+
+static struct netstack_series *series_get(struct netstack_state *s, const struct netstack_key *k)
+{
+	struct netstack_series *x;
+
+	for (size_t i = 0; i < s->nseries; i++)
+		if (s->series[i].netns == k->netns && s->series[i].ifindex == k->ifindex &&
+		    s->series[i].component == k->component)
+			return &s->series[i];
+	if (s->nseries == NETSTACK_HISTS_MAX)
+		return NULL; /* the kernel map holds no more */
+	x = &s->series[s->nseries++];
+	memset(x, 0, sizeof(*x));
+	x->netns = k->netns;
+	x->ifindex = k->ifindex;
+	x->component = k->component;
+	return x;
+}
+
+/* A series that has no baseline yet takes the recording's of the same name, if any. */
+static void recorded_apply(struct netstack_state *s, struct netstack_series *x)
+{
+	if (x->bn.ready || x->bn.warm_intervals)
+		return;
+	for (size_t i = 0; i < s->nrecorded; i++) {
+		const struct netstack_recorded *r = &s->recorded[i];
+
+		if (!strcmp(netstack_component_names[x->component], r->component) &&
+		    !strcmp(x->device, r->device) && !strcmp(x->netns_name, r->netns)) {
+			bn_component_load(&x->bn, &r->base, r->samples);
+			return;
+		}
+	}
+}
+
+int netstack_interval(struct plumb_module *m)
+{
+	struct netstack_state *s = m->priv;
+	int fd = bpf_map__fd(s->skel->maps.ns_hists);
+	struct netstack_hist *percpu = calloc(s->ncpus, sizeof(*percpu));
+	struct netstack_key key, *prev = NULL;
+	struct bn_hist *cur;
+	uint64_t now = monotonic_ms();
+	double secs = s->last_interval_ms ? (now - s->last_interval_ms) / 1e3 : 0;
+
+	cur = calloc(NETSTACK_HISTS_MAX, sizeof(*cur));
+	if (!percpu || !cur) {
+		free(percpu);
+		free(cur);
+		return -ENOMEM;
+	}
+	while (!bpf_map_get_next_key(fd, prev, &key)) {
+		struct netstack_series *x;
+		struct bn_hist now_total = { 0 };
+		const struct netstack_name *n;
+
+		prev = &key;
+		if (key.component >= NS_COMPONENTS || bpf_map_lookup_elem(fd, &key, percpu))
+			continue;
+		x = series_get(s, &key);
+		if (!x)
+			continue;
+		for (int c = 0; c < s->ncpus; c++) {
+			for (int b = 0; b < NETSTACK_BUCKETS; b++)
+				now_total.count[b] += percpu[c].count[b];
+			now_total.sum_ns += percpu[c].sum_ns;
+		}
+		/* the interval: what was added since the last read (counters only grow) */
+		for (int b = 0; b < NETSTACK_BUCKETS; b++)
+			cur[x - s->series].count[b] =
+				fmax(0, now_total.count[b] - x->total.count[b]);
+		cur[x - s->series].sum_ns = fmax(0, now_total.sum_ns - x->total.sum_ns);
+		x->total = now_total;
+		n = name_of(s, key.netns, key.ifindex);
+		snprintf(x->device, sizeof(x->device), "%s", n->device);
+		snprintf(x->netns_name, sizeof(x->netns_name), "%s", n->netns_name);
+		recorded_apply(s, x);
+	}
+	free(percpu);
+	for (size_t i = 0; i < s->nseries; i++) {
+		s->series[i].last = cur[i];
+		s->series[i].rate = secs > 0 ? bn_hist_total(&cur[i]) / secs : 0;
+	}
+	/* the first read only sets the totals: its interval began before the programs */
+	if (s->last_interval_ms) {
+		struct bn_component *bn = calloc(s->nseries ? s->nseries : 1, sizeof(*bn));
+
+		if (bn) {
+			for (size_t i = 0; i < s->nseries; i++)
+				bn[i] = s->series[i].bn;
+			s->bottleneck = bn_interval(bn, cur, s->nseries, &s->cfg);
+			for (size_t i = 0; i < s->nseries; i++)
+				s->series[i].bn = bn[i];
+			free(bn);
+		}
+	}
+	s->last_interval_ms = now;
+	free(cur);
+	return 0;
+}
+
+size_t netstack_series(struct plumb_module *m, const struct netstack_series **out, int *bottleneck)
+{
+	struct netstack_state *s = m->priv;
+
+	*out = s->series;
+	*bottleneck = s->bottleneck;
+	return s->nseries;
+}
+
+static int netstack_tick(struct plumb_module *m)
+{
+	struct netstack_state *s = m->priv;
+
+	if (monotonic_ms() - s->last_interval_ms < NETSTACK_INTERVAL_MS)
+		return 0;
+	return netstack_interval(m);
+}
+
+static int netstack_collect(struct plumb_module *m, struct prom_writer *w)
+{
+	struct netstack_state *s = m->priv;
+	double bounds[NETSTACK_OCTAVES];
+	uint64_t counts[NETSTACK_OCTAVES + 1];
+	struct prom_label l[4];
+
+	/* exported per octave: le = 2^(7 + k) ns */
+	for (int k = 0; k < NETSTACK_OCTAVES; k++)
+		bounds[k] = ldexp(1.0, NETSTACK_MIN_SHIFT + k) / 1e9;
+	prom_family(w, "plumb_netstack_latency_seconds", PROM_HISTOGRAM,
+		    "Time sampled packets spent in a component of the host's network stack "
+		    "(docs/netstack.md), by direction, device and network namespace.");
+	for (size_t i = 0; i < s->nseries; i++) {
+		const struct netstack_series *x = &s->series[i];
+
+		memset(counts, 0, sizeof(counts));
+		counts[0] = (uint64_t)x->total.count[0];
+		for (int b = 1; b < NETSTACK_BUCKETS; b++)
+			counts[(b - 1) / 4 + 1] += (uint64_t)x->total.count[b];
+		l[0] = (struct prom_label){ "component", netstack_component_names[x->component] };
+		l[1] = (struct prom_label){ "direction",
+					    netstack_component_direction[x->component] };
+		l[2] = (struct prom_label){ "device", x->device };
+		l[3] = (struct prom_label){ "netns", x->netns_name };
+		prom_histogram(w, l, 4, bounds, counts, NETSTACK_OCTAVES, x->total.sum_ns / 1e9);
+	}
+	prom_family(w, "plumb_netstack_bottleneck", PROM_GAUGE,
+		    "1 while the component is the bottleneck: significantly slower than its "
+		    "baseline, with the largest share of the increase (docs/netstack.md).");
+	for (size_t i = 0; i < s->nseries; i++) {
+		const struct netstack_series *x = &s->series[i];
+
+		l[0] = (struct prom_label){ "component", netstack_component_names[x->component] };
+		l[1] = (struct prom_label){ "direction",
+					    netstack_component_direction[x->component] };
+		l[2] = (struct prom_label){ "device", x->device };
+		l[3] = (struct prom_label){ "netns", x->netns_name };
+		prom_sample(w, l, 4, x->bn.bottleneck ? 1 : 0);
+	}
+	return w->err;
+}
+
+static void netstack_health(struct plumb_module *m, struct module_health *h)
+{
+	struct netstack_state *s = m->priv;
+	static const char *const reasons[NS_LOST_REASONS] = { "unmatched", "dropped",
+							      "hists_full" };
+	uint64_t lost[NS_LOST_REASONS];
+
+	h->nmaps = h->nlost = 0;
+	percpu_counters_sum(bpf_map__fd(s->skel->maps.ns_lost), NS_LOST_REASONS, lost);
+	for (__u32 r = 0; r < NS_LOST_REASONS; r++)
+		health_add_lost(h, reasons[r], lost[r]);
+	health_add_map(h, "ns_hists", s->nseries, NETSTACK_HISTS_MAX);
+	h->obj = s->skel->obj;
+}
+
+/* A recording: per series, its baseline distribution (bucket weights), mean and samples. */
+int netstack_baseline_write(struct plumb_module *m, const char *path)
+{
+	struct netstack_state *s = m->priv;
+	struct json_object *doc = json_object_new_object(), *list = json_object_new_array();
+	int err;
+
+	json_object_object_add(doc, "version", json_object_new_int(1));
+	for (size_t i = 0; i < s->nseries; i++) {
+		const struct netstack_series *x = &s->series[i];
+		struct json_object *o = json_object_new_object(), *v = json_object_new_array();
+		const struct bn_hist *h = x->bn.ready ? &x->bn.base : &x->total;
+		double t = bn_hist_total(h);
+
+		if (t <= 0) {
+			json_object_put(o);
+			json_object_put(v);
+			continue;
+		}
+		json_object_object_add(
+			o, "component",
+			json_object_new_string(netstack_component_names[x->component]));
+		json_object_object_add(o, "device", json_object_new_string(x->device));
+		json_object_object_add(o, "netns", json_object_new_string(x->netns_name));
+		json_object_object_add(o, "mean_ns", json_object_new_double(h->sum_ns / t));
+		json_object_object_add(
+			o, "samples", json_object_new_double(x->bn.ready ? x->bn.base_samples : t));
+		for (int b = 0; b < NETSTACK_BUCKETS; b++)
+			json_object_array_add(v, json_object_new_double(h->count[b] / t));
+		json_object_object_add(o, "buckets", v);
+		json_object_array_add(list, o);
+	}
+	json_object_object_add(doc, "series", list);
+	err = json_object_to_file_ext(path, doc, JSON_C_TO_STRING_PLAIN) ? -EIO : 0;
+	json_object_put(doc);
+	return err;
+}
+
+/*
+ * Series are matched by (component, device, network namespace name): a recording's
+ * baselines apply to the devices and namespaces of the same names, when they appear.
+ */
+int netstack_baseline_load(struct plumb_module *m, const char *path, char *err, size_t errlen)
+{
+	struct netstack_state *s = m->priv;
+	struct json_object *doc = json_object_from_file(path), *list;
+	size_t n;
+
+	if (!doc || !json_object_object_get_ex(doc, "series", &list) ||
+	    !json_object_is_type(list, json_type_array)) {
+		snprintf(err, errlen,
+			 "--baseline %.200s: not a recording of plumb netstack --record", path);
+		json_object_put(doc);
+		return -EINVAL;
+	}
+	n = json_object_array_length(list);
+	free(s->recorded);
+	s->nrecorded = 0;
+	s->recorded = calloc(n ? n : 1, sizeof(*s->recorded));
+	if (!s->recorded) {
+		json_object_put(doc);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *o = json_object_array_get_idx(list, i), *v;
+		const char *comp = json_object_get_string(json_object_object_get(o, "component"));
+		const char *dev = json_object_get_string(json_object_object_get(o, "device"));
+		const char *ns = json_object_get_string(json_object_object_get(o, "netns"));
+		struct netstack_recorded *r = &s->recorded[s->nrecorded];
+
+		if (!comp || !dev || !ns || !json_object_object_get_ex(o, "buckets", &v) ||
+		    json_object_array_length(v) != NETSTACK_BUCKETS)
+			continue;
+		snprintf(r->component, sizeof(r->component), "%s", comp);
+		snprintf(r->device, sizeof(r->device), "%s", dev);
+		snprintf(r->netns, sizeof(r->netns), "%s", ns);
+		for (int b = 0; b < NETSTACK_BUCKETS; b++)
+			r->base.count[b] = json_object_get_double(json_object_array_get_idx(v, b));
+		r->base.sum_ns = json_object_get_double(json_object_object_get(o, "mean_ns"));
+		r->samples = json_object_get_double(json_object_object_get(o, "samples"));
+		if (bn_hist_total(&r->base) > 0 && r->samples > 0)
+			s->nrecorded++;
+	}
+	json_object_put(doc);
+	if (!s->nrecorded) {
+		snprintf(err, errlen, "--baseline %.200s: the recording has no series", path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void netstack_unload(struct plumb_module *m)
+{
+	struct netstack_state *s = m->priv;
+
+	if (!s)
+		return;
+	if (s->skel)
+		links_destroy_parallel((struct bpf_link **)&s->skel->links,
+				       sizeof(s->skel->links) / sizeof(struct bpf_link *));
+	netstack_bpf__destroy(s->skel);
+	free(s->series);
+	free(s->recorded);
+	free(s);
+	m->priv = NULL;
+}
+
+static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
+{
+	static const char *const points[][2] = {
+		{ "tp_btf/net_dev_queue", "ns_queue" },
+		{ "tp_btf/net_dev_start_xmit", "ns_start_xmit" },
+		{ "tp_btf/net_dev_xmit", "ns_xmit" },
+		{ "tp_btf/netif_rx", "ns_rx" },
+		{ "tp_btf/napi_gro_receive_entry", "ns_gro" },
+		{ "tp_btf/softirq_entry", "ns_softirq" },
+		{ "tp_btf/netif_receive_skb", "ns_receive" },
+		{ "tp_btf/tcp_probe", "ns_probe" },
+		{ "tp_btf/skb_copy_datagram_iovec", "ns_copy" },
+		{ "tp_btf/kfree_skb", "ns_kfree" },
+	};
+	struct netstack_state *s;
+	int err;
+
+	m->nattach = 0;
+	m->choice[0] = '\0';
+	if (!kernel_has(FEAT_TP_BTF)) {
+		snprintf(m->error, sizeof(m->error), "the kernel lacks tp_btf programs (5.5)");
+		return -EOPNOTSUPP;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	m->priv = s;
+	s->bottleneck = -1;
+	s->cfg = bn_default_config;
+	s->ncpus = libbpf_num_possible_cpus();
+	s->own_netns = netns_inode("/proc/self/ns/net");
+	s->series = calloc(NETSTACK_HISTS_MAX, sizeof(*s->series));
+	if (s->ncpus <= 0 || !s->series) {
+		err = -ENOMEM;
+		snprintf(m->error, sizeof(m->error), "out of memory");
+		goto out_unload;
+	}
+	s->skel = netstack_bpf__open();
+	if (!s->skel) {
+		err = -errno;
+		snprintf(m->error, sizeof(m->error), "cannot open BPF object: %s", strerror(-err));
+		goto out_unload;
+	}
+	s->skel->rodata->sample_every = cfg->netstack_sample ? cfg->netstack_sample : 1;
+	for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++)
+		module_attach_note(m, points[i][0], points[i][1], "chosen");
+	snprintf(m->choice, sizeof(m->choice),
+		 "sampled packets (1 in %u flows) followed by skb pointer from net_dev_queue to "
+		 "the application's copy",
+		 s->skel->rodata->sample_every);
+	err = netstack_bpf__load(s->skel);
+	if (err) {
+		snprintf(m->error, sizeof(m->error), "cannot load BPF programs: %s",
+			 strerror(-err));
+		goto out_unload;
+	}
+	err = netstack_bpf__attach(s->skel);
+	if (err) {
+		snprintf(m->error, sizeof(m->error), "cannot attach to network tracepoints: %s",
+			 strerror(-err));
+		goto out_unload;
+	}
+	module_attach_settle(m, true);
+	netstack_interval(m); /* the totals at attach: the first interval starts here */
+	return 0;
+
+out_unload:
+	module_attach_settle(m, false);
+	netstack_unload(m);
+	return err;
+}
+
+struct plumb_module netstack_module = {
+	.name = "netstack",
+	.summary = "per component of the network stack, device and netns: packet latency, "
+		   "and the bottleneck",
+	.load = netstack_load,
+	.tick = netstack_tick,
+	.collect = netstack_collect,
+	.health = netstack_health,
+	.unload = netstack_unload,
+};
