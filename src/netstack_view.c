@@ -86,6 +86,8 @@ static struct json_object *interval_json(const struct netstack_options *o,
 		json_object_array_add(list, c);
 	}
 	json_object_object_add(doc, "components", list);
+	json_object_object_add(doc, "host_factor",
+			       json_object_new_double(n ? x[0].bn.host_factor : 1));
 	if (bottleneck >= 0) {
 		const struct netstack_series *b = &x[bottleneck];
 		struct json_object *o2 = json_object_new_object();
@@ -152,6 +154,10 @@ static void interval_print(const struct netstack_options *o, const struct netsta
 		printf("no bottleneck: no component is significantly slower than its baseline%s\n",
 		       learning ? " (some are still learning theirs)" : "");
 	}
+	if (n && x[0].bn.host_factor > 1.2)
+		printf("the whole host is slower: the median component takes %.1fx its baseline; "
+		       "each is judged against its baseline scaled so\n",
+		       x[0].bn.host_factor);
 	printf("%-9s %-7s %-16s %-16s %9s %9s %9s %9s %9s\n", "COMPONENT", "DIR", "DEVICE", "NETNS",
 	       "SAMPLES/S", "P50", "P99", "MEAN", "BASELINE");
 	for (size_t i = 0; i < n && order; i++)

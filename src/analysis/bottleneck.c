@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "analysis/bottleneck.h"
@@ -11,6 +12,7 @@ const struct bn_config bn_default_config = {
 	.min_effect = 0.71,
 	.min_z = 3.29,
 	.max_base_samples = 10000,
+	.min_share = 0.5,
 };
 
 double bn_hist_total(const struct bn_hist *h)
@@ -84,14 +86,15 @@ void bn_mann_whitney(const struct bn_hist *base, double n_base, const struct bn_
 
 void bn_component_load(struct bn_component *c, const struct bn_hist *base, double samples)
 {
-	double t = bn_hist_total(base);
+	struct bn_hist h = *base; /* base may be c's own warm-up sum, cleared below */
+	double t = bn_hist_total(&h);
 
 	memset(c, 0, sizeof(*c));
 	if (t <= 0)
 		return;
 	for (int b = 0; b < NETSTACK_BUCKETS; b++)
-		c->base.count[b] = base->count[b] / t;
-	c->base.sum_ns = base->sum_ns / t;
+		c->base.count[b] = h.count[b] / t;
+	c->base.sum_ns = h.sum_ns / t;
 	c->base_samples = samples;
 	c->ready = true;
 }
@@ -117,10 +120,32 @@ static void learn(struct bn_component *c, const struct bn_hist *cur, double n,
 	c->base_samples = fmin(c->base_samples + n, cfg->max_base_samples);
 }
 
+static int double_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The baseline's distribution scaled by f (>= 1): each bucket moved up by 4 log2(f). */
+static void hist_scale(const struct bn_hist *in, double f, struct bn_hist *out)
+{
+	int shift = (int)lround(4 * log2(f));
+
+	memset(out, 0, sizeof(*out));
+	for (int b = 0; b < NETSTACK_BUCKETS; b++) {
+		int to = b + shift;
+
+		out->count[to < NETSTACK_BUCKETS ? to : NETSTACK_BUCKETS - 1] += in->count[b];
+	}
+	out->sum_ns = in->sum_ns * f;
+}
+
 int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 		const struct bn_config *cfg)
 {
-	double increase = 0, best = 0;
+	double increase = 0, best = 0, host = 1, *ratio = calloc(n ? n : 1, sizeof(double));
+	size_t judged = 0;
 	int bottleneck = -1;
 
 	for (size_t i = 0; i < n; i++) {
@@ -135,21 +160,47 @@ int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 		x->p50 = bn_hist_quantile(&cur[i], 0.5);
 		x->p99 = bn_hist_quantile(&cur[i], 0.99);
 		x->base_mean = x->ready ? x->base.sum_ns : 0;
+		if (x->ready && x->n >= cfg->min_samples && ratio) {
+			double base_p50 = bn_hist_quantile(&x->base, 0.5);
+
+			ratio[judged++] = base_p50 > 0 ? x->p50 / base_p50 : 1;
+		}
+	}
+	/*
+	 * The host-wide factor: the median component's slowdown (with three components or
+	 * more). A busy host slows every component alike; each is judged against its baseline
+	 * scaled by that factor, so only a component slower than the rest can depart.
+	 */
+	if (judged >= 3) {
+		qsort(ratio, judged, sizeof(double), double_cmp);
+		host = fmax(1, judged % 2 ? ratio[judged / 2] :
+					    (ratio[judged / 2 - 1] + ratio[judged / 2]) / 2);
+	}
+	free(ratio);
+	for (size_t i = 0; i < n; i++) {
+		struct bn_component *x = &c[i];
+		struct bn_hist scaled;
+
+		x->host_factor = host;
 		if (!x->ready || x->n < cfg->min_samples)
 			continue;
-		bn_mann_whitney(&x->base, x->base_samples, &cur[i], &x->a, &x->z);
-		x->departed =
-			x->a >= cfg->min_effect && x->z >= cfg->min_z && x->cur_mean > x->base_mean;
-		if (x->cur_mean > x->base_mean)
-			increase += x->cur_mean - x->base_mean;
-		if (x->departed && x->cur_mean - x->base_mean > best) {
-			best = x->cur_mean - x->base_mean;
+		hist_scale(&x->base, host, &scaled);
+		bn_mann_whitney(&scaled, x->base_samples, &cur[i], &x->a, &x->z);
+		x->departed = x->a >= cfg->min_effect && x->z >= cfg->min_z &&
+			      x->cur_mean > host * x->base_mean;
+		if (x->cur_mean > host * x->base_mean)
+			increase += x->cur_mean - host * x->base_mean;
+		if (x->departed && x->cur_mean - host * x->base_mean > best) {
+			best = x->cur_mean - host * x->base_mean;
 			bottleneck = (int)i;
 		}
 	}
-	if (bottleneck >= 0) {
+	/* One component must carry most of the increase beyond the host-wide factor. */
+	if (bottleneck >= 0 && best / increase > cfg->min_share) {
 		c[bottleneck].bottleneck = true;
 		c[bottleneck].share = best / increase;
+	} else {
+		bottleneck = -1;
 	}
 	for (size_t i = 0; i < n; i++)
 		if (c[i].n >= cfg->min_samples && !c[i].departed)

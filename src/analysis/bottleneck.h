@@ -45,6 +45,7 @@ struct bn_config {
 	double min_effect; /* Vargha-Delaney A of a departure: 0.71 is a "large" effect */
 	double min_z; /* and its significance: 3.29 is one-sided p < 0.0005 */
 	double max_base_samples; /* a learned baseline counts as at most this many samples */
+	double min_share; /* the bottleneck carries more than this part of the increase */
 };
 
 extern const struct bn_config bn_default_config;
@@ -59,18 +60,21 @@ struct bn_component {
 	/* the last interval */
 	double n, base_mean, cur_mean, p50, p99, a, z;
 	bool departed; /* significantly slower than its baseline */
-	bool bottleneck; /* departed, with the largest share of the increase */
+	bool bottleneck; /* departed, with most of the increase (more than min_share) */
 	double share; /* its part of the sum of the components' mean increases */
+	double host_factor; /* the interval's host-wide slowdown (the median component's) */
 };
 
 /* Sets a component's baseline from a distribution (a recording): it is ready at once. */
 void bn_component_load(struct bn_component *c, const struct bn_hist *base, double samples);
 
 /*
- * One interval: cur[i] holds component i's samples of the interval. Judges each component,
- * marks the bottleneck (the departed component with the largest mean increase, when the
- * increases sum to more than zero), then learns from the components not departed. Returns the
- * bottleneck's index or -1.
+ * One interval: cur[i] holds component i's samples of the interval. Judges each component
+ * against its baseline scaled by the host-wide factor (the median component's slowdown, with
+ * three components or more), marks the bottleneck (the departed component with the largest
+ * mean increase beyond that factor, when it is more than min_share of all the components'
+ * increases), then learns from the components not departed. Returns the bottleneck's index
+ * or -1.
  */
 int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 		const struct bn_config *cfg);

@@ -103,6 +103,9 @@ static void test_interval(void **state)
 		assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
 	}
 	assert_true(c[0].ready && c[1].ready);
+	/* the warm-up's samples are the baseline: a distribution with their mean */
+	assert_true(fabs(bn_hist_total(&c[1].base) - 1) < 1e-9);
+	assert_true(c[1].base.sum_ns > 9000 && c[1].base.sum_ns < 11000);
 	/* clean intervals: nothing departs */
 	for (int i = 0; i < 200; i++) {
 		steady(cur, &seed, 1);
@@ -142,6 +145,46 @@ static void test_small_shift_not_flagged(void **state)
 	}
 }
 
+/* A busy host: every component 3x slower. All are, alike: none is the bottleneck. */
+static void fill(struct bn_hist *cur, size_t n, unsigned int *seed, const double *scale)
+{
+	memset(cur, 0, n * sizeof(*cur));
+	for (size_t i = 0; i < n; i++)
+		for (int k = 0; k < 200; k++)
+			add(&cur[i],
+			    1000 * (i + 1) * scale[i] * (0.8 + 0.4 * rand_r(seed) / RAND_MAX), 1);
+}
+
+static void test_host_wide_slowdown(void **state)
+{
+	struct bn_component c[4] = { 0 };
+	struct bn_hist cur[4];
+	unsigned int seed = 5;
+	const struct bn_config *cfg = &bn_default_config;
+	const double same[4] = { 1, 1, 1, 1 }, busy[4] = { 3, 3, 3, 3 },
+		     busy_and_one[4] = { 3, 3, 3, 30 };
+
+	(void)state;
+	for (size_t i = 0; i < cfg->warmup; i++) {
+		fill(cur, 4, &seed, same);
+		bn_interval(c, cur, 4, cfg);
+	}
+	fill(cur, 4, &seed, busy);
+	assert_int_equal(bn_interval(c, cur, 4, cfg), -1);
+	assert_true(c[0].host_factor > 2.5 && c[0].host_factor < 3.5);
+	for (int i = 0; i < 4; i++)
+		assert_false(c[i].departed);
+	/* it stays so; the baselines, learning, slowly take the busy host as the norm */
+	for (int t = 0; t < 50; t++) {
+		fill(cur, 4, &seed, busy);
+		assert_int_equal(bn_interval(c, cur, 4, cfg), -1);
+	}
+	/* on a busy host, one component ten times slower than the rest still stands out */
+	fill(cur, 4, &seed, busy_and_one);
+	assert_int_equal(bn_interval(c, cur, 4, cfg), 3);
+	assert_true(c[3].share > 0.9);
+}
+
 static void test_loaded_baseline(void **state)
 {
 	struct bn_component c;
@@ -164,6 +207,7 @@ int main(void)
 		cmocka_unit_test(test_mann_whitney),
 		cmocka_unit_test(test_interval),
 		cmocka_unit_test(test_small_shift_not_flagged),
+		cmocka_unit_test(test_host_wide_slowdown),
 		cmocka_unit_test(test_loaded_baseline),
 	};
 
