@@ -8,3 +8,4 @@ python3 bench/accuracy.py
 python3 bench/flow.py
 python3 bench/sched.py
 python3 bench/place.py
+python3 bench/netstack.py

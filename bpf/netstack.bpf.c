@@ -51,9 +51,7 @@ struct {
 } ns_hists SEC(".maps");
 
 struct netstack_cpu {
-	__u64 softirq_ts; /* the last NET_RX softirq's start, when a sampled packet waited for it */
-	__u32 pending; /* a sampled packet was queued to this CPU's backlog since */
-	__u32 pad;
+	__u64 softirq_ts; /* the last NET_RX softirq's start on this CPU */
 };
 
 struct {
@@ -142,7 +140,7 @@ static __always_inline void hist_add(struct netstack_pkt *p, __u32 component, __
 				  .ifindex = p->ifindex,
 				  .component = component };
 	struct netstack_hist *h = bpf_map_lookup_elem(&ns_hists, &k);
-	__u32 b;
+	__u64 b;
 
 	if (!h) {
 		if (bpf_map_update_elem(&ns_hists, &k, &zero_hist, BPF_NOEXIST) &&
@@ -154,7 +152,12 @@ static __always_inline void hist_add(struct netstack_pkt *p, __u32 component, __
 		if (!h)
 			return;
 	}
+	/*
+	 * A 64-bit index, bounded on the register it is used in: 6.1's and 6.12's verifiers lose
+	 * the bound of a 32-bit one that the compiler widens in another register.
+	 */
 	b = netstack_bucket(ns);
+	barrier_var(b);
 	if (b < NETSTACK_BUCKETS)
 		h->count[b] += 1;
 	h->sum_ns += ns;
@@ -276,9 +279,7 @@ int BPF_PROG(ns_xmit, struct sk_buff *skb, int rc, struct net_device *dev)
 /* The peer of a veth or lo receives it: the crossing ends, the wait for NET_RX begins. */
 static __always_inline void rx_begin(struct sk_buff *skb)
 {
-	struct netstack_cpu *cpu;
 	struct netstack_pkt *p;
-	__u32 zero = 0;
 	__u64 now;
 
 	p = pkt_find(skb, true, &now);
@@ -286,9 +287,6 @@ static __always_inline void rx_begin(struct sk_buff *skb)
 		return;
 	segment(p, NS_CROSSING, now, NS_ST_RX);
 	dev_ids(skb->dev, &p->ifindex, &p->netns);
-	cpu = bpf_map_lookup_elem(&ns_cpu, &zero);
-	if (cpu)
-		cpu->pending = 1;
 }
 
 SEC("tp_btf/netif_rx")
@@ -305,7 +303,10 @@ int BPF_PROG(ns_gro, struct sk_buff *skb)
 	return 0;
 }
 
-/* NET_RX starts on this CPU: stamped only when a sampled packet waits in its backlog. */
+/*
+ * NET_RX starts on this CPU. Stamped every time: with RPS a packet queued on one CPU is
+ * processed on another, so the CPU that queued it cannot tell which one to watch.
+ */
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(ns_softirq, unsigned int vec_nr)
 {
@@ -315,10 +316,8 @@ int BPF_PROG(ns_softirq, unsigned int vec_nr)
 	if (vec_nr != NET_RX_SOFTIRQ)
 		return 0;
 	cpu = bpf_map_lookup_elem(&ns_cpu, &zero);
-	if (!cpu || !cpu->pending)
-		return 0;
-	cpu->pending = 0;
-	cpu->softirq_ts = bpf_ktime_get_ns();
+	if (cpu)
+		cpu->softirq_ts = bpf_ktime_get_ns();
 	return 0;
 }
 

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Overhead of the netstack module (issue 6 §4): A/B alternating runs across a veth path.
+
+Topology (tests/integration/lib.Hosts): two network namespaces with a veth each into a
+bridge in a third; traffic never leaves the machine.
+
+  iperf3: one TCP flow h1 -> h2 for PLUMB_BENCH_RUNTIME s; the metric is the receiver's
+      throughput (Gbit/s); target ratio >= 0.98
+  sockperf: TCP ping-pong with 64-byte messages h1 -> h2; the metric is the p50 round trip
+      (us); target ratio <= 1.02
+  each with `plumb agent --modules netstack` at the default sampling and at full sampling
+      (--netstack-sample 1), and with sampling 1 in 16 flows
+  per-event cost: bpf_stats run time / run count of each program under iperf3
+
+PLUMB_BENCH_PAIRS (default 5) pairs of PLUMB_BENCH_RUNTIME (default 8) seconds each.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "integration"))
+from ab import Bench  # noqa: E402
+from lib import Agent, Cleanup, Hosts, free_port  # noqa: E402
+
+RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "8"))
+PAIRS = int(os.environ.get("PLUMB_BENCH_PAIRS", "5"))
+PROGRAMS = ("ns_queue", "ns_start_xmit", "ns_xmit", "ns_rx", "ns_gro", "ns_softirq",
+            "ns_receive", "ns_probe", "ns_copy", "ns_kfree")
+
+
+def need(*tools):
+    missing = [t for t in tools if not shutil.which(t)]
+    if missing:
+        sys.exit(f"netstack.py: missing {', '.join(missing)}: run scripts/install-deps.sh")
+
+
+class Path:
+    """h1 -> bridge -> h2, with an iperf3 and a sockperf server in h2."""
+
+    def __init__(self, cleanup):
+        self.hosts = Hosts(cleanup, 2)
+        self.iperf_port, self.sockperf_port = free_port(), free_port()
+        h2 = self.hosts.names[1]
+        for cmd in (["iperf3", "-s", "-p", str(self.iperf_port)],
+                    ["sockperf", "server", "--tcp", "-i", self.hosts.addrs[1], "-p",
+                     str(self.sockperf_port)]):
+            p = subprocess.Popen(["ip", "netns", "exec", h2, *cmd], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+            cleanup.add(lambda p=p: p.poll() is None and (p.kill(), p.wait()))
+        time.sleep(1)
+
+    def h1(self, *cmd):
+        return subprocess.run(["ip", "netns", "exec", self.hosts.names[0], *cmd], check=True,
+                              capture_output=True, text=True, timeout=RUNTIME + 60).stdout
+
+    def iperf(self):
+        """Gbit/s received."""
+        out = json.loads(self.h1("iperf3", "-c", self.hosts.addrs[1], "-p",
+                                 str(self.iperf_port), "-t", str(RUNTIME), "-J"))
+        return out["end"]["sum_received"]["bits_per_second"] / 1e9
+
+    def sockperf(self):
+        """p50 round trip, us."""
+        out = self.h1("sockperf", "ping-pong", "--tcp", "-i", self.hosts.addrs[1], "-p",
+                      str(self.sockperf_port), "-t", str(RUNTIME), "--msg-size", "64")
+        m = re.search(r"percentile 50\.000 =\s*([0-9.]+)", out)
+        if not m:
+            raise RuntimeError("sockperf: no p50 in: " + out[-500:])
+        return float(m.group(1))
+
+
+def agent_on(*args):
+    def on():
+        c = Cleanup()
+        Agent(c, "--modules", "netstack", *args, wait_for_module=False)
+        time.sleep(0.5)
+        return c
+    return on
+
+
+def agent_off(c):
+    c.run()
+
+
+def prog_stats(pid):
+    progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], check=True,
+                                      capture_output=True, text=True).stdout)
+    out = {}
+    for p in progs:
+        pids = [x.get("pid") for x in p.get("pids", [])]
+        if p.get("name") not in PROGRAMS or (pids and pid not in pids):
+            continue
+        t, n = out.get(p["name"], (0, 0))
+        out[p["name"]] = (t + p.get("run_time_ns", 0), n + p.get("run_cnt", 0))
+    return out
+
+
+def per_event(path):
+    """ns per run of each program under iperf3, kernel.bpf_stats_enabled=1; and packets."""
+    old = subprocess.run(["sysctl", "-n", "kernel.bpf_stats_enabled"], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+    cleanup = Cleanup()
+    try:
+        agent = Agent(cleanup, "--modules", "netstack", "--netstack-sample", "1",
+                      wait_for_module=False)
+        before = prog_stats(agent.proc.pid)
+        path.iperf()
+        after = prog_stats(agent.proc.pid)
+    finally:
+        cleanup.run()
+        subprocess.run(["sysctl", "-q", f"kernel.bpf_stats_enabled={old}"], check=True)
+    queued = after.get("ns_queue", (0, 0))[1] - before.get("ns_queue", (0, 0))[1]
+    rows = []
+    for name in PROGRAMS:
+        t = after.get(name, (0, 0))[0] - before.get(name, (0, 0))[0]
+        n = after.get(name, (0, 0))[1] - before.get(name, (0, 0))[1]
+        if n:
+            rows.append((name, n, t / n, t / queued if queued else 0.0))
+    return rows
+
+
+def main():
+    if os.geteuid() != 0:
+        sys.exit("netstack.py: needs root (it loads BPF programs)")
+    need("iperf3", "sockperf", "bpftool", "ip")
+    cleanup = Cleanup()
+    bench = Bench("netstack", "Overhead of plumb's netstack module: iperf3 and sockperf across "
+                  "a veth and bridge path",
+                  f"""{PAIRS} pairs of {RUNTIME} s runs per case, each pair without (A) and with
+(B) `plumb agent --modules netstack` started for that run, order alternating. Path: network
+namespace h1 -> veth -> bridge (its own namespace) -> veth -> h2. iperf3: one TCP flow,
+Gbit/s received. sockperf: TCP ping-pong, 64-byte messages, p50 round trip in us. Targets
+(issue 6 §4): throughput ratio >= 0.98 and p50 latency ratio <= 1.02 at the default sampling;
+full sampling reported too.""")
+    try:
+        if subprocess.run(["sysctl", "-n", "kernel.bpf_stats_enabled"], capture_output=True,
+                          text=True).stdout.strip() != "0":
+            sys.exit("netstack.py: kernel.bpf_stats_enabled is on: it would inflate B")
+        path = Path(cleanup)
+        path.iperf()  # warm-up, not measured
+        results = {}
+        for label, args in (("full sampling (every flow; the default)", ["--netstack-sample", "1"]),
+                            ("1 in 16 flows", ["--netstack-sample", "16"])):
+            results[label] = (
+                bench.compare(f"iperf3 TCP h1 -> h2, {label}", path.iperf, "Gbit/s",
+                              agent_on(*args), agent_off, PAIRS),
+                bench.compare(f"sockperf TCP ping-pong p50, {label}", path.sockperf, "us",
+                              agent_on(*args), agent_off, PAIRS, higher_is_better=False))
+        rows = per_event(path)
+        lines = []
+        for label, (tput, lat) in results.items():
+            lines.append(f"- {label}: throughput ratio {tput:.3f} (target >= 0.98: "
+                         f"{'met' if tput >= 0.98 else '**not met**'}), p50 latency ratio "
+                         f"{lat:.3f} (target <= 1.02: {'met' if lat <= 1.02 else '**not met**'})")
+        bench.text("\n".join(lines))
+        bench.text("Per-event cost under iperf3, full sampling (`kernel.bpf_stats_enabled=1`, "
+                   "restored afterwards; the statistics add two clock reads to every run):\n\n"
+                   "| program | runs | ns per run | ns per packet queued |\n|---|---|---|---|\n"
+                   + "\n".join(f"| {n} | {c} | {r:.0f} | {s:.0f} |" for n, c, r, s in rows))
+        bench.write()
+    finally:
+        cleanup.run()
+
+
+if __name__ == "__main__":
+    main()
