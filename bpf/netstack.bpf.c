@@ -35,6 +35,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define NET_RX_SOFTIRQ 3
 
 const volatile __u32 sample_every = 1;
+const volatile bool send_on = false; /* the kernel has tcp_sendmsg_locked (6.18) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -49,6 +50,13 @@ struct {
 	__type(key, struct netstack_key);
 	__type(value, struct netstack_hist);
 } ns_hists SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, NETSTACK_SENDS_MAX);
+	__type(key, __u64);
+	__type(value, struct netstack_send);
+} ns_sends SEC(".maps");
 
 struct netstack_cpu {
 	__u64 softirq_ts; /* the last NET_RX softirq's start on this CPU */
@@ -199,6 +207,42 @@ static __always_inline void segment(struct netstack_pkt *p, __u32 c, __u64 now, 
 	p->stage = stage;
 }
 
+/*
+ * A TCP packet at the device: if its socket has a sampled send waiting whose first byte it
+ * carries, the send component ends (from the send to here: TCP/IP, and the write queue when
+ * the window or the congestion window held it). seq and payload from the headers.
+ */
+static __always_inline void send_end(struct sk_buff *skb, struct netstack_pkt *p, __u64 now)
+{
+	unsigned char *head = BPF_CORE_READ(skb, head), *data = BPF_CORE_READ(skb, data);
+	__u16 th = BPF_CORE_READ(skb, transport_header);
+	struct sock *sk = BPF_CORE_READ(skb, sk);
+	struct netstack_send *snd;
+	__u32 tcp[4], hdr, len, off;
+	__u64 key = (__u64)sk;
+
+	if (!sk)
+		return;
+	snd = bpf_map_lookup_elem(&ns_sends, &key);
+	if (!snd || th == (__u16)~0U || bpf_probe_read_kernel(tcp, sizeof(tcp), head + th))
+		return;
+	hdr = ((tcp[3] & 0xff) >> 4) * 4; /* data offset, in the byte after the ack number */
+	off = th - (__u32)(data - head) + hdr; /* from skb->data to the payload */
+	len = BPF_CORE_READ(skb, len);
+	len = len > off ? len - off : 0;
+	off = snd->seq - bpf_ntohl(tcp[1]); /* the send's first byte, from this packet's first */
+	if (off >= len && (__s32)off < 0) {
+		bpf_map_delete_elem(&ns_sends, &key); /* it left in a packet not followed */
+		count_lost(NS_LOST_UNMATCHED);
+		return;
+	}
+	if (off >= len)
+		return; /* still behind this packet in the write queue */
+	if (now > snd->ts && now - snd->ts <= NETSTACK_MAX_AGE_NS)
+		hist_add(p, NS_SEND, now - snd->ts);
+	bpf_map_delete_elem(&ns_sends, &key);
+}
+
 /* First event of a packet this host sends or forwards: the sampling decision. */
 SEC("tp_btf/net_dev_queue")
 int BPF_PROG(ns_queue, struct sk_buff *skb)
@@ -241,6 +285,34 @@ int BPF_PROG(ns_queue, struct sk_buff *skb)
 	n.stage = NS_ST_QUEUE;
 	dev_ids(skb->dev, &n.ifindex, &n.netns);
 	bpf_map_update_elem(&ns_pkts, &key, &n, BPF_ANY);
+	if (send_on)
+		send_end(skb, &n, n.ts);
+	return 0;
+}
+
+/*
+ * The application sends on a TCP socket (6.18's tcp_sendmsg_locked, at the start of the
+ * send): the first byte's time and sequence, kept until a packet carries it. A socket keeps
+ * its oldest waiting send: a window-limited sender shows the wait of its oldest byte.
+ */
+SEC("tp_btf/tcp_sendmsg_locked")
+int BPF_PROG(ns_sendmsg, struct sock *sk, struct msghdr *msg, struct sk_buff *skb,
+	     int size_goal)
+{
+	struct netstack_send snd = {};
+	__u64 key = (__u64)sk;
+	__u32 hash;
+
+	if (sample_every > 1) {
+		hash = BPF_CORE_READ(sk, sk_txhash);
+		if (hash % sample_every)
+			return 0;
+	}
+	if (bpf_map_lookup_elem(&ns_sends, &key))
+		return 0;
+	snd.ts = bpf_ktime_get_ns();
+	snd.seq = BPF_CORE_READ((struct tcp_sock *)sk, write_seq);
+	bpf_map_update_elem(&ns_sends, &key, &snd, BPF_NOEXIST);
 	return 0;
 }
 

@@ -55,7 +55,8 @@ static inline __u32 netstack_bucket(__u64 v)
  * the last: no time is counted twice, none is left out between two events joined.
  */
 enum netstack_component {
-	NS_QDISC = 0, /* TX: net_dev_queue -> net_dev_start_xmit (qdisc, or its bypass) */
+	NS_SEND = 0, /* TX: tcp_sendmsg_locked -> net_dev_queue of the packet with its first byte */
+	NS_QDISC, /* TX: net_dev_queue -> net_dev_start_xmit (qdisc, or its bypass) */
 	NS_DRIVER, /* TX: net_dev_start_xmit -> net_dev_xmit (the driver's transmit) */
 	NS_CROSSING, /* TX -> RX: start_xmit on a veth or lo -> netif_rx / GRO on the peer */
 	NS_SOFTIRQ, /* RX: netif_rx -> the NET_RX softirq's start on this CPU */
@@ -98,7 +99,15 @@ struct netstack_hist {
 	__u64 sum_ns;
 };
 
+/* A sampled TCP send whose first byte has not reached a device yet, by socket. */
+struct netstack_send {
+	__u64 ts; /* ktime at tcp_sendmsg_locked */
+	__u32 seq; /* the send's first byte: the socket's write_seq then */
+	__u32 pad;
+};
+
 #define NETSTACK_PKTS_MAX   65536 /* sampled packets in flight */
+#define NETSTACK_SENDS_MAX  16384 /* sockets with a sampled send in flight */
 #define NETSTACK_HISTS_MAX  4096 /* (netns, device, component) */
 #define NETSTACK_MAX_AGE_NS 1000000000ULL /* a segment longer than 1 s: the packet is lost */
 

@@ -36,11 +36,12 @@
 #define NETSTACK_RENAME_MS   5000 /* an unnamed device is looked up again this often */
 
 const char *const netstack_component_names[NS_COMPONENTS] = {
-	"qdisc", "driver", "crossing", "softirq", "backlog", "forward", "protocol", "socket",
+	"send",	   "qdisc",   "driver",	  "crossing", "softirq",
+	"backlog", "forward", "protocol", "socket",
 };
 
 const char *const netstack_component_direction[NS_COMPONENTS] = {
-	"tx", "tx", "tx", "rx", "rx", "forward", "rx", "rx",
+	"tx", "tx", "tx", "tx", "rx", "rx", "forward", "rx", "rx",
 };
 
 struct netstack_name {
@@ -497,8 +498,15 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 		goto out_unload;
 	}
 	s->skel->rodata->sample_every = cfg->netstack_sample ? cfg->netstack_sample : 1;
+	s->skel->rodata->send_on = tracepoint_btf_args("tcp_sendmsg_locked") >= 3;
+	bpf_program__set_autoload(s->skel->progs.ns_sendmsg, s->skel->rodata->send_on);
 	for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++)
 		module_attach_note(m, points[i][0], points[i][1], "chosen");
+	if (s->skel->rodata->send_on)
+		module_attach_note(m, "tp_btf/tcp_sendmsg_locked", "ns_sendmsg", "chosen");
+	else
+		module_attach_note(m, "tp_btf/tcp_sendmsg_locked", "ns_sendmsg",
+				   "missing: no send component (the tracepoint came in 6.18)");
 	snprintf(m->choice, sizeof(m->choice),
 		 "sampled packets (1 in %u flows) followed by skb pointer from net_dev_queue to "
 		 "the application's copy",
