@@ -16,8 +16,7 @@
  * age limit; an entry that is not this packet's is counted as unmatched and replaced.
  *
  * Sampling: 1 in sample_every flows, by the flow hash (skb->hash, which TCP sets from the
- * socket, or a hash of the addresses, ports and protocol), decided once at net_dev_queue; the
- * later events follow only packets that have an entry, so every event agrees.
+ * socket), decided the same way at every event before any map lookup (followed()).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -180,14 +179,34 @@ static __always_inline void pkt_drop(__u64 key, struct netstack_pkt *p)
 }
 
 /*
+ * Whether this packet's flow is followed: every flow, or 1 in sample_every by skb->hash
+ * (TCP sets it from the socket's hash; veth, bridge and loopback keep it). Checked at every
+ * event before any map lookup, so a flow not followed costs one load and a division per
+ * event. A packet without a hash is followed only when every flow is.
+ */
+static __always_inline bool followed(struct sk_buff *skb)
+{
+	__u32 hash;
+
+	if (sample_every <= 1)
+		return true;
+	hash = BPF_CORE_READ(skb, hash);
+	return hash && hash % sample_every == 0;
+}
+
+/*
  * The sampled packet this skb carries, if it has an entry that is its own: the fingerprint
  * matches (check_fp) and the entry is younger than the age limit. *now is read only then.
  */
 static __always_inline struct netstack_pkt *pkt_find(struct sk_buff *skb, bool check_fp, __u64 *now)
 {
 	__u64 key = (__u64)skb, flow;
-	struct netstack_pkt *p = bpf_map_lookup_elem(&ns_pkts, &key);
+	struct netstack_pkt *p;
 
+	/* at net_dev_xmit (no check_fp) the skb is not read: the lookup decides */
+	if (check_fp && !followed(skb))
+		return NULL;
+	p = bpf_map_lookup_elem(&ns_pkts, &key);
 	if (!p)
 		return NULL;
 	*now = bpf_ktime_get_ns();
@@ -247,10 +266,12 @@ static __always_inline void send_end(struct sk_buff *skb, struct netstack_pkt *p
 SEC("tp_btf/net_dev_queue")
 int BPF_PROG(ns_queue, struct sk_buff *skb)
 {
-	__u64 key = (__u64)skb, now, flow = 0, fp;
-	struct netstack_pkt *p = bpf_map_lookup_elem(&ns_pkts, &key), n = {};
-	__u32 hash;
+	__u64 key = (__u64)skb, now = 0, flow = 0, fp;
+	struct netstack_pkt *p, n = {};
 
+	if (!followed(skb))
+		return 0;
+	p = bpf_map_lookup_elem(&ns_pkts, &key);
 	if (p) {
 		now = bpf_ktime_get_ns();
 		fp = headers_hash(skb, &flow);
@@ -269,17 +290,10 @@ int BPF_PROG(ns_queue, struct sk_buff *skb)
 		}
 		pkt_drop(key, p); /* the address of a packet gone untraced: a new one */
 	} else {
-		hash = BPF_CORE_READ(skb, hash);
-		if (sample_every > 1 && hash && hash % sample_every)
-			return 0;
 		fp = headers_hash(skb, &flow);
-		now = 0;
 	}
 	if (!fp)
 		return 0; /* neither IPv4 nor IPv6 */
-	hash = BPF_CORE_READ(skb, hash);
-	if (sample_every > 1 && (hash ? hash : (__u32)flow) % sample_every)
-		return 0;
 	n.ts = now ? now : bpf_ktime_get_ns();
 	n.fp = fp;
 	n.stage = NS_ST_QUEUE;
@@ -296,16 +310,15 @@ int BPF_PROG(ns_queue, struct sk_buff *skb)
  * its oldest waiting send: a window-limited sender shows the wait of its oldest byte.
  */
 SEC("tp_btf/tcp_sendmsg_locked")
-int BPF_PROG(ns_sendmsg, struct sock *sk, struct msghdr *msg, struct sk_buff *skb,
-	     int size_goal)
+int BPF_PROG(ns_sendmsg, struct sock *sk, struct msghdr *msg, struct sk_buff *skb, int size_goal)
 {
 	struct netstack_send snd = {};
 	__u64 key = (__u64)sk;
 	__u32 hash;
 
 	if (sample_every > 1) {
-		hash = BPF_CORE_READ(sk, sk_txhash);
-		if (hash % sample_every)
+		hash = BPF_CORE_READ(sk, sk_txhash); /* what TCP puts in its packets' skb->hash */
+		if (!hash || hash % sample_every)
 			return 0;
 	}
 	if (bpf_map_lookup_elem(&ns_sends, &key))
@@ -457,7 +470,7 @@ int BPF_PROG(ns_kfree, struct sk_buff *skb)
 {
 	__u64 key = (__u64)skb;
 
-	if (!bpf_map_lookup_elem(&ns_pkts, &key))
+	if (!followed(skb) || !bpf_map_lookup_elem(&ns_pkts, &key))
 		return 0;
 	count_lost(NS_LOST_DROPPED);
 	bpf_map_delete_elem(&ns_pkts, &key);
