@@ -82,7 +82,7 @@ test-integration: check-root all $(BUILD)/iowork $(BUILD)/schedwork $(BUILD)/wai
 test-kernels: check-root all $(BUILD)/iowork $(BUILD)/schedwork $(BUILD)/waitwork $(BUILD)/diagwork
 	./tests/vm/test-kernels.sh
 
-$(BUILD)/floor.bpf.o $(BUILD)/flow_floor.bpf.o $(BUILD)/sched_floor.bpf.o: $(BUILD)/%.bpf.o: bench/%.bpf.c | $(BUILD)
+$(BUILD)/floor.bpf.o $(BUILD)/flow_floor.bpf.o $(BUILD)/sched_floor.bpf.o $(BUILD)/netstack_floor.bpf.o: $(BUILD)/%.bpf.o: bench/%.bpf.c | $(BUILD)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
 $(BUILD)/hold: bench/hold.c
@@ -96,7 +96,7 @@ $(BUILD)/place_ga $(BUILD)/place_exact: $(BUILD)/%: bench/%.c $(BUILD)/libplumb.
 	$(CC) $(CFLAGS) $< $(BUILD)/libplumb.a -o $@ $(LDLIBS)
 
 bench: deps
-	$(MAKE) all $(BUILD)/hotpath $(BUILD)/hold $(BUILD)/flow_floor.bpf.o $(BUILD)/sched_floor.bpf.o $(BUILD)/place_ga \
+	$(MAKE) all $(BUILD)/hotpath $(BUILD)/hold $(BUILD)/flow_floor.bpf.o $(BUILD)/sched_floor.bpf.o $(BUILD)/netstack_floor.bpf.o $(BUILD)/place_ga \
 		$(BUILD)/place_exact
 	./bench/run-all.sh
 
@@ -115,4 +115,4 @@ format:
 clean:
 	rm -rf $(BUILD)
 
-.SECONDARY: $(BPF_OBJS) $(SKELS) $(BUILD)/floor.bpf.o $(BUILD)/flow_floor.bpf.o $(BUILD)/sched_floor.bpf.o $(BUILD)/floor.skel.h
+.SECONDARY: $(BPF_OBJS) $(SKELS) $(BUILD)/floor.bpf.o $(BUILD)/flow_floor.bpf.o $(BUILD)/sched_floor.bpf.o $(BUILD)/netstack_floor.bpf.o $(BUILD)/floor.skel.h
