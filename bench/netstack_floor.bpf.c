@@ -9,11 +9,11 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-#define FLOOR(name, tp)                \
-	SEC("tp_btf/" #tp)             \
-	int BPF_PROG(name)             \
-	{                              \
-		return 0;              \
+#define FLOOR(name, tp)    \
+	SEC("tp_btf/" #tp) \
+	int BPF_PROG(name) \
+	{                  \
+		return 0;  \
 	}
 
 FLOOR(floor_queue, net_dev_queue)
