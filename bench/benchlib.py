@@ -1,10 +1,12 @@
 """Pieces the benchmarks share beyond tests/integration/lib.py: running a command inside a
-cgroup, and checking that the tools a benchmark needs are there.
+cgroup, checking that the tools a benchmark needs are there, and reading the BPF programs'
+run statistics.
 
 The agent, the Prometheus server, cgroups, loop mounts and the Cleanup stack come from
 tests/integration/lib.py, so that benchmarks and tests start and undo them the same way.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -31,3 +33,18 @@ def require(tools, exit_code=2):
 def in_cgroup(cgroup_dir, argv):
     """argv wrapped so that it runs in cgroup_dir: the shell moves itself, then execs."""
     return ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', cgroup_dir, *argv]
+
+
+def prog_stats(pid, names):
+    """{program name: (run time ns, run count)} of the programs called names that process pid
+    holds (bpftool lists the holders' pids where it can), from kernel.bpf_stats_enabled."""
+    progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], check=True,
+                                      capture_output=True, text=True).stdout)
+    out = {}
+    for p in progs:
+        pids = [x.get("pid") for x in p.get("pids", [])]
+        if p.get("name") not in names or (pids and pid not in pids):
+            continue
+        t, n = out.get(p["name"], (0, 0))
+        out[p["name"]] = (t + p.get("run_time_ns", 0), n + p.get("run_cnt", 0))
+    return out

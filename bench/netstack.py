@@ -28,6 +28,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "integration"))
+from benchlib import prog_stats  # noqa: E402
 from ab import Bench, hold_off, hold_on  # noqa: E402
 from lib import Agent, Cleanup, Hosts, free_port  # noqa: E402
 
@@ -92,19 +93,6 @@ def agent_off(c):
     c.run()
 
 
-def prog_stats(pid):
-    progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], check=True,
-                                      capture_output=True, text=True).stdout)
-    out = {}
-    for p in progs:
-        pids = [x.get("pid") for x in p.get("pids", [])]
-        if p.get("name") not in PROGRAMS or (pids and pid not in pids):
-            continue
-        t, n = out.get(p["name"], (0, 0))
-        out[p["name"]] = (t + p.get("run_time_ns", 0), n + p.get("run_cnt", 0))
-    return out
-
-
 def per_event(path):
     """ns per run of each program under iperf3, kernel.bpf_stats_enabled=1; and packets."""
     old = subprocess.run(["sysctl", "-n", "kernel.bpf_stats_enabled"], check=True,
@@ -114,9 +102,9 @@ def per_event(path):
     try:
         agent = Agent(cleanup, "--modules", "netstack", "--netstack-sample", "1",
                       wait_for_module=False)
-        before = prog_stats(agent.proc.pid)
+        before = prog_stats(agent.proc.pid, PROGRAMS)
         path.iperf()
-        after = prog_stats(agent.proc.pid)
+        after = prog_stats(agent.proc.pid, PROGRAMS)
     finally:
         cleanup.run()
         subprocess.run(["sysctl", "-q", f"kernel.bpf_stats_enabled={old}"], check=True)

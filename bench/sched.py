@@ -21,7 +21,6 @@ on; redis throughput ratio >= 0.97 with all of them.
 PLUMB_BENCH_PAIRS (default 5) pairs of PLUMB_BENCH_RUNTIME (default 8) seconds each.
 """
 
-import json
 import os
 import shutil
 import statistics
@@ -33,6 +32,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "integration"))
+from benchlib import prog_stats  # noqa: E402
 from ab import Bench, hold_off, hold_on  # noqa: E402
 from lib import Agent, Cleanup, free_port  # noqa: E402
 
@@ -117,19 +117,6 @@ class Redis:
         return statistics.mean(rates)
 
 
-def prog_stats(pid):
-    progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], check=True,
-                                      capture_output=True, text=True).stdout)
-    out = {}
-    for p in progs:
-        pids = [x.get("pid") for x in p.get("pids", [])]
-        if p.get("name") not in PROGRAMS or (pids and pid not in pids):
-            continue  # (bpftool lists the holders' pids where it can)
-        t, n = out.get(p["name"], (0, 0))
-        out[p["name"]] = (t + p.get("run_time_ns", 0), n + p.get("run_cnt", 0))
-    return out
-
-
 def per_event(workload, modules):
     """ns per run of each program under the workload, kernel.bpf_stats_enabled=1."""
     old = subprocess.run(["sysctl", "-n", "kernel.bpf_stats_enabled"], check=True,
@@ -138,11 +125,11 @@ def per_event(workload, modules):
     cleanup = Cleanup()
     try:
         agent = Agent(cleanup, "--modules", modules, wait_for_module=False)
-        before = prog_stats(agent.proc.pid)
+        before = prog_stats(agent.proc.pid, PROGRAMS)
         c0 = ctxt()
         workload()
         switches = ctxt() - c0
-        after = prog_stats(agent.proc.pid)
+        after = prog_stats(agent.proc.pid, PROGRAMS)
     finally:
         cleanup.run()
         subprocess.run(["sysctl", "-q", f"kernel.bpf_stats_enabled={old}"], check=True)
