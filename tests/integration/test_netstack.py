@@ -19,8 +19,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (PLUMB, Agent, Cleanup, Hosts, Runner, free_port, require_root,  # noqa: E402
-                 select, settle, sh)
+from lib import (EMULATED, PLUMB, Agent, Cleanup, Hosts, Runner, free_port,  # noqa: E402
+                 require_root, select, settle, sh)
 
 RATE = 1_000_000  # bytes/s: tbf rate 8mbit
 LIMIT = 60_000  # bytes
@@ -155,7 +155,9 @@ def test_view_errors():
 
 TRIALS, NEED = 10, 9  # issue 6 §3: the injected component first in at least 9 of 10
 VIEW_INTERVAL = 0.3  # s
-WINDOW = 5  # intervals per trial window; the verdict is the majority of its last 3
+# intervals per trial window; the verdict is the majority of its last 3. Under emulation
+# (tests/vm) a queue built while the cause was on takes longer to drain after it is gone.
+WINDOW = 10 if EMULATED else 5
 
 
 class View:
