@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import (EMULATED, PLUMB, Agent, Cleanup, Hosts, Runner, free_port,  # noqa: E402
-                 require_root, select, settle, sh)
+                 require_root, select, settle, sh, value)
 
 RATE = 1_000_000  # bytes/s: tbf rate 8mbit
 LIMIT = 60_000  # bytes
@@ -108,6 +108,58 @@ def tbf_window(agent, hosts, cleanup, snap, qdisc):
             if len(snap) == 1:
                 time.sleep(3)
     iperf(hosts, cleanup, ["-u", "-b", "16M", "-l", str(PAYLOAD)], 6, during=window)
+
+
+SHORT_FLOWS = """
+import socket, sys
+for _ in range(32):
+    s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+    s.sendall(b"x" * 20000)
+    s.close()
+"""
+
+
+def test_sampling(hosts, cleanup):
+    """--netstack-sample 2 beside an agent following every flow: some flows followed, not
+    all, and each followed packet whole along its path (the same decision at every event)."""
+    h1, h2, sw = hosts.names[0], hosts.names[1], hosts.switch
+    port = free_port()
+    sink = subprocess.Popen(["ip", "netns", "exec", h2, sys.executable, "-c",
+                             "import socket\nl = socket.socket()\n"
+                             "l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                             f"l.bind(('0.0.0.0', {port}))\nl.listen(64)\n"
+                             "while True:\n    c, _ = l.accept()\n"
+                             "    while c.recv(65536):\n        pass\n    c.close()\n"])
+    cleanup.add(lambda: sink.poll() is None and (sink.kill(), sink.wait()))
+    agents = {n: Agent(cleanup, "--modules", "netstack", "--netstack-sample", str(n),
+                       wait_for_module=False) for n in (1, 2)}
+    for a in agents.values():
+        settle(a, lambda m: select(m, "plumb_module_up", module="netstack"), timeout=10)
+    time.sleep(1)
+    path = [("qdisc", "eth0", h1), ("crossing", "eth0", h1), ("backlog", "port1", sw),
+            ("forward", "port1", sw), ("qdisc", "port2", sw), ("crossing", "port2", sw),
+            ("backlog", "eth0", h2), ("protocol", "eth0", h2)]
+
+    def counts(m):
+        return [sum(select(m, "plumb_netstack_latency_seconds_count", component=c, device=d,
+                           netns=n).values()) for c, d, n in path]
+    before = {k: counts(a.metrics()) for k, a in agents.items()}
+    lost = {k: value(a.metrics(), "plumb_events_lost_total", module="netstack",
+                     reason="unmatched") for k, a in agents.items()}
+    sh("ip", "netns", "exec", h1, sys.executable, "-c", SHORT_FLOWS, hosts.addrs[1], str(port),
+       timeout=60)
+    time.sleep(2)
+    got = {k: [x - y for x, y in zip(counts(a.metrics()), before[k])]
+           for k, a in agents.items()}
+    full, half = got[1], got[2]
+    print(f"  packets along the path, every flow: {full}; 1 in 2 flows: {half}")
+    assert 0 < half[0] < full[0], f"1 in 2 of 32 flows followed {half[0]} of {full[0]} packets"
+    # a followed packet is seen at every event of its path: equal counts along it (up to
+    # protocol, which tcp_probe ends only for established sockets: not handshakes, FINs)
+    assert len(set(half[:-1])) == 1 and 0 < half[-1] <= half[0], \
+        f"1 in 2: counts along the path differ: {half}"
+    assert value(agents[2].metrics(), "plumb_events_lost_total", module="netstack",
+                 reason="unmatched") == lost[2], "1 in 2: packets lost mid-path"
 
 
 def test_view(hosts, cleanup):
@@ -344,6 +396,8 @@ def main():
                    hosts, cleanup)
         runner.run("netstack: plumb netstack --json, --record and --baseline", test_view,
                    hosts, cleanup)
+        runner.run("netstack: 1 in 2 flows, each followed packet whole", test_sampling, hosts,
+                   cleanup)
         runner.run("netstack: plumb netstack usage errors", test_view_errors)
         runner.run("netstack: qdisc time under TBF is the queue over the rate", test_tbf,
                    agent, hosts, cleanup)
