@@ -92,12 +92,11 @@ static __always_inline __u64 mix(__u64 h, __u64 v)
 }
 
 /*
- * The packet's flow (addresses, ports, protocol) and its fingerprint (the flow with the IPv4
- * id or IPv6 payload length, and the TCP sequence or UDP length): both 0 when the headers are
- * neither IPv4 nor IPv6. The headers are at head + network_header on every event here: the
+ * The packet's fingerprint: a hash of its addresses, protocol, ports, IPv4 id or IPv6 payload
+ * length, and TCP sequence or UDP length; 0 when the headers are neither IPv4 nor IPv6. The headers are at head + network_header on every event here: the
  * packet was built by this host (TX), and the same skb crosses veth and loopback unchanged.
  */
-static __always_inline __u64 headers_hash(struct sk_buff *skb, __u64 *flow)
+static __always_inline __u64 headers_hash(struct sk_buff *skb)
 {
 	unsigned char *head = BPF_CORE_READ(skb, head);
 	__u16 nh = BPF_CORE_READ(skb, network_header), th = BPF_CORE_READ(skb, transport_header);
@@ -131,7 +130,6 @@ static __always_inline __u64 headers_hash(struct sk_buff *skb, __u64 *flow)
 	if ((l4proto == IPPROTO_TCP || l4proto == IPPROTO_UDP) && th != (__u16)~0U &&
 	    !bpf_probe_read_kernel(l4, sizeof(l4), head + th))
 		f = mix(f, l4[0]);
-	*flow = f;
 	return mix(mix(f, id), l4[1]) | 1; /* never 0 */
 }
 
@@ -200,7 +198,7 @@ static __always_inline bool followed(struct sk_buff *skb)
  */
 static __always_inline struct netstack_pkt *pkt_find(struct sk_buff *skb, bool check_fp, __u64 *now)
 {
-	__u64 key = (__u64)skb, flow;
+	__u64 key = (__u64)skb;
 	struct netstack_pkt *p;
 
 	/* at net_dev_xmit (no check_fp) the skb is not read: the lookup decides */
@@ -210,7 +208,7 @@ static __always_inline struct netstack_pkt *pkt_find(struct sk_buff *skb, bool c
 	if (!p)
 		return NULL;
 	*now = bpf_ktime_get_ns();
-	if (*now - p->ts > NETSTACK_MAX_AGE_NS || (check_fp && p->fp != headers_hash(skb, &flow))) {
+	if (*now - p->ts > NETSTACK_MAX_AGE_NS || (check_fp && p->fp != headers_hash(skb))) {
 		pkt_drop(key, p);
 		return NULL;
 	}
@@ -266,7 +264,7 @@ static __always_inline void send_end(struct sk_buff *skb, struct netstack_pkt *p
 SEC("tp_btf/net_dev_queue")
 int BPF_PROG(ns_queue, struct sk_buff *skb)
 {
-	__u64 key = (__u64)skb, now = 0, flow = 0, fp;
+	__u64 key = (__u64)skb, now = 0, fp;
 	struct netstack_pkt *p, n = {};
 
 	if (!followed(skb))
@@ -274,7 +272,7 @@ int BPF_PROG(ns_queue, struct sk_buff *skb)
 	p = bpf_map_lookup_elem(&ns_pkts, &key);
 	if (p) {
 		now = bpf_ktime_get_ns();
-		fp = headers_hash(skb, &flow);
+		fp = headers_hash(skb);
 		if (p->stage == NS_ST_RECEIVE && p->fp == fp &&
 		    now - p->ts <= NETSTACK_MAX_AGE_NS) {
 			/* received on a bridge port or by a router, now sent on: forwarding */
@@ -290,7 +288,7 @@ int BPF_PROG(ns_queue, struct sk_buff *skb)
 		}
 		pkt_drop(key, p); /* the address of a packet gone untraced: a new one */
 	} else {
-		fp = headers_hash(skb, &flow);
+		fp = headers_hash(skb);
 	}
 	if (!fp)
 		return 0; /* neither IPv4 nor IPv6 */

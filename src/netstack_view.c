@@ -126,13 +126,12 @@ static void interval_print(const struct netstack_options *o, const struct netsta
 			   size_t n, int bottleneck)
 {
 	size_t *order = calloc(n ? n : 1, sizeof(*order));
-	size_t learning = 0, ready = 0;
+	size_t learning = 0;
 	char p50[16], p99[16], mean[16], base[16];
 
 	for (size_t i = 0; i < n; i++) {
 		if (!shown(o, &x[i]) || x[i].bn.n <= 0)
 			continue;
-		ready += x[i].bn.ready;
 		learning += !x[i].bn.ready;
 	}
 	if (isatty(STDOUT_FILENO))
@@ -185,7 +184,6 @@ static void interval_print(const struct netstack_options *o, const struct netsta
 		       c->bn.departed	? "  (slower)" :
 					  "");
 	}
-	(void)ready;
 	free(order);
 	fflush(stdout);
 }
