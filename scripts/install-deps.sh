@@ -11,7 +11,7 @@ fi
 
 PKGS="make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
 libmicrohttpd-dev libcmocka-dev prometheus fio curl e2fsprogs util-linux bsdutils mount iproute2
-openmpi-bin libopenmpi-dev python3 procps iperf3 sockperf nftables nginx wrk stress-ng redis-server redis-tools
+openmpi-bin libopenmpi-dev python3 procps iperf3 sockperf nftables bpftrace nginx wrk stress-ng redis-server redis-tools
 qemu-system-x86 busybox-static xz-utils zstd libjson-c-dev libcurl4-openssl-dev libmetis-dev graphviz"
 
 missing=""

@@ -392,6 +392,45 @@ class Hosts:
             sh("ip", "-n", name, "link", "set", "eth0", "up")
             sh("ip", "-n", name, "link", "set", "lo", "up")
 
+    def wire_node(self, cleanup):
+        """A second "node": a namespace reached from the first node's namespace over a veth
+        "wire" (wire0 at both ends, 10.77.255.1-2/30), with a bridge of its own and one pod
+        (10.77.1.1/24, appended to names and addrs). Both nodes route between the pod subnets
+        (their bridges are the pods' gateways, .254). Returns the pod's index."""
+        tag = os.getpid() % 100000
+        self.node2 = f"plumb{tag}n2"
+        pod = f"plumb{tag}r1"
+        sh("ip", "netns", "add", self.node2)
+        cleanup.add(sh, "ip", "netns", "del", self.node2)
+        sh("ip", "netns", "add", pod)
+        cleanup.add(sh, "ip", "netns", "del", pod)
+        sh("ip", "link", "add", "wire0", "netns", self.switch, "type", "veth", "peer", "name",
+           "wire0", "netns", self.node2)
+        sh("ip", "-n", self.node2, "link", "add", "br0", "type", "bridge")
+        sh("ip", "link", "add", "eth0", "netns", pod, "type", "veth", "peer", "name", "port1",
+           "netns", self.node2)
+        sh("ip", "-n", self.node2, "link", "set", "port1", "master", "br0", "up")
+        for ns, wire, br, local, remote in ((self.switch, "10.77.255.1", "10.77.0.254",
+                                             "10.77.0.0/24", "10.77.1.0/24"),
+                                            (self.node2, "10.77.255.2", "10.77.1.254",
+                                             "10.77.1.0/24", "10.77.0.0/24")):
+            peer = "10.77.255.2" if ns == self.switch else "10.77.255.1"
+            sh("ip", "-n", ns, "addr", "add", f"{wire}/30", "dev", "wire0")
+            sh("ip", "-n", ns, "addr", "add", f"{br}/24", "dev", "br0")
+            for dev in ("wire0", "br0", "lo"):
+                sh("ip", "-n", ns, "link", "set", dev, "up")
+            sh("ip", "-n", ns, "route", "add", remote, "via", peer)
+            sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        sh("ip", "-n", pod, "addr", "add", "10.77.1.1/24", "dev", "eth0")
+        sh("ip", "-n", pod, "link", "set", "eth0", "up")
+        sh("ip", "-n", pod, "link", "set", "lo", "up")
+        sh("ip", "-n", pod, "route", "add", "default", "via", "10.77.1.254")
+        for name in self.names:
+            sh("ip", "-n", name, "route", "add", "default", "via", "10.77.0.254")
+        self.names.append(pod)
+        self.addrs.append("10.77.1.1")
+        return len(self.names) - 1
+
     def run(self, i, cgroup_dir, *cmd, **kw):
         """Popen of cmd inside host i (from 0) and cgroup_dir, joined before `ip netns exec`
         (which mounts a sysfs of the namespace over /sys, hiding the cgroup mounts); it execs

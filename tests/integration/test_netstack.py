@@ -2,9 +2,11 @@
 """The netstack module: per-component latency of sampled packets, by device and netns.
 
 Topology (lib.Hosts): two "pods" (network namespaces h1, h2) with a veth each into a bridge
-in a "node" namespace; traffic never leaves the machine. Ground truth: a TBF qdisc with a
-known rate and queue limit, saturated by a UDP sender, delays each packet it admits by the
-bytes ahead of it divided by the rate.
+in a "node" namespace, and a second node reached over a veth "wire" with one pod of its own
+(Hosts.wire_node); traffic never leaves the machine. Ground truth: a TBF qdisc with a known
+rate and queue limit, saturated by a UDP sender, delays each packet it admits by the bytes
+ahead of it divided by the rate; bpftrace's timestamps of each message's send and copy give
+its end-to-end time.
 """
 # plumb-module: netstack
 
@@ -54,8 +56,7 @@ def test_path(agent, hosts, cleanup):
     want = [("qdisc", "eth0", h1), ("crossing", "eth0", h1), ("backlog", "port1", sw),
             ("forward", "port1", sw), ("qdisc", "port2", sw), ("crossing", "port2", sw),
             ("backlog", "eth0", h2), ("protocol", "eth0", h2), ("socket", "eth0", h2)]
-    check = subprocess.run([PLUMB, "agent", "--check"], capture_output=True, text=True).stdout
-    if re.search(r"tcp_sendmsg_locked\s+ns_sendmsg\s+attached", check):
+    if send_component():
         want.append(("send", "eth0", h1))  # 6.18+: the sender's TCP/IP and write queue
     else:
         print("  (no send component: this kernel lacks tcp_sendmsg_locked, 6.18)")
@@ -108,6 +109,104 @@ def tbf_window(agent, hosts, cleanup, snap, qdisc):
             if len(snap) == 1:
                 time.sleep(3)
     iperf(hosts, cleanup, ["-u", "-b", "16M", "-l", str(PAYLOAD)], 6, during=window)
+
+
+NETWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
+                       "network")
+MESSAGES = 2000
+
+# The end-to-end time of each message's packet, from the sender's TCP send (6.18; before it,
+# the packet's first net_dev_queue) to the receiver's copy: sums of both events' times, taken
+# by bpftrace, not plumb. Messages are one packet each and arrive in order, so the mean
+# difference is the mean one-way time between those two events.
+SPAN = """
+FIRST
+tracepoint:skb:skb_copy_datagram_iovec /comm == "network"/ { @last = sum(nsecs); @nlast = count(); }
+END { print(@first); print(@nfirst); print(@last); print(@nlast); CLEAR }
+"""
+FIRST_SEND = """tracepoint:tcp:tcp_sendmsg_locked /comm == "network"/ {
+  @first = sum(nsecs); @nfirst = count();
+}"""
+FIRST_QUEUE = """tracepoint:syscalls:sys_enter_sendto /comm == "network"/ { @s[tid] = 1; }
+tracepoint:net:net_dev_queue /@s[tid]/ { @first = sum(nsecs); @nfirst = count(); delete(@s[tid]); }"""
+
+
+def data_path(hosts, pod):
+    """The (component, device, netns) a TCP segment from h1 to the other node's pod passes,
+    in order; the ACKs coming back use the other components of the same devices."""
+    h1, sw, n2, r1 = hosts.names[0], hosts.switch, hosts.node2, hosts.names[pod]
+    return [("send", "eth0", h1), ("qdisc", "eth0", h1), ("crossing", "eth0", h1),
+            ("softirq", "port1", sw), ("backlog", "port1", sw), ("forward", "port1", sw),
+            ("forward", "br0", sw), ("qdisc", "wire0", sw), ("crossing", "wire0", sw),
+            ("softirq", "wire0", n2), ("backlog", "wire0", n2), ("forward", "wire0", n2),
+            ("qdisc", "br0", n2), ("driver", "br0", n2), ("qdisc", "port1", n2),
+            ("crossing", "port1", n2), ("softirq", "eth0", r1), ("backlog", "eth0", r1),
+            ("protocol", "eth0", r1), ("socket", "eth0", r1)]
+
+
+def series_totals(m):
+    """{(component, device, netns): (count, sum in seconds)} of the latency histograms."""
+    out = {}
+    for name, i in (("plumb_netstack_latency_seconds_count", 0),
+                    ("plumb_netstack_latency_seconds_sum", 1)):
+        for k, v in select(m, name).items():
+            d = dict(k)
+            out.setdefault((d["component"], d["device"], d["netns"]), [0, 0])[i] = v
+    return out
+
+
+def test_accuracy(agent, hosts, cleanup, pod):
+    """Small TCP messages from h1 to the pod on the second node, one every 2 ms: the mean of
+    the per-packet sums of the components on the data path equals the mean time from the
+    send to the receiver's copy (bpftrace's timestamps) within 5%, each series on the path
+    seeing each packet once."""
+    send_on = send_component()
+    script = SPAN.replace("FIRST", FIRST_SEND if send_on else FIRST_QUEUE)
+    bt = subprocess.Popen(["bpftrace", "-e", script.replace("CLEAR", "" if send_on else
+                                                            "clear(@s);")], stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    cleanup.add(lambda: bt.poll() is None and (bt.kill(), bt.wait()))
+    while not (line := bt.stdout.readline()).startswith("Attaching"):
+        assert line and "ERROR" not in line or "RLIMIT_MEMLOCK" in line, f"bpftrace: {line}"
+    port = free_port()
+    rv = subprocess.Popen(["ip", "netns", "exec", hosts.names[pod], NETWORK, "recv", str(port),
+                           str(MESSAGES), "64"], stdout=subprocess.PIPE, text=True)
+    cleanup.add(lambda: rv.poll() is None and (rv.kill(), rv.wait()))
+    assert rv.stdout.readline().strip() == "ready"
+    time.sleep(1)  # the connection's handshake stays out of the window
+    before = series_totals(agent.metrics())
+    sh("ip", "netns", "exec", hosts.names[0], NETWORK, "send", hosts.addrs[pod], str(port),
+       str(MESSAGES), "64", "2000")
+    out = rv.communicate(timeout=60)[0]
+    bt.send_signal(signal.SIGINT)
+    span = {k: int(v) for k, v in re.findall(r"@(\w+): (\d+)",
+                                             bt.communicate(timeout=30)[0])}
+    after = series_totals(settle(agent, lambda m: False, timeout=2.5))
+    app = dict(kv.split("=") for kv in out.split())
+    assert int(app["count"]) == MESSAGES and app["split"] == "0", out
+    assert span.get("nfirst") == MESSAGES and span.get("nlast") == MESSAGES, span
+    truth = (span["last"] - span["first"]) / MESSAGES
+    path = data_path(hosts, pod) if send_on else data_path(hosts, pod)[1:]
+    delta = {k: [a - b for a, b in zip(after.get(k, (0, 0)), before.get(k, (0, 0)))]
+             for k in path}
+    parts = [(k, delta[k][1] * 1e9 / MESSAGES) for k in path]
+    total = sum(ns for _, ns in parts)
+    print("  " + ", ".join(f"{c}@{d}/{n[-2:]} {ns / 1e3:.2f}" for (c, d, n), ns in parts))
+    # every packet passes each of these once (a softirq segment exists only when the
+    # softirq started after the packet was queued: not on every hop)
+    few = [(k, delta[k][0]) for k in path if k[0] != "softirq" and
+           not 0.97 * MESSAGES <= delta[k][0] <= 1.03 * MESSAGES]
+    assert not few, f"series not seeing each packet once: {few}"
+    print(f"  per packet: components {total / 1e3:.2f} us, end to end {truth / 1e3:.2f} us "
+          f"({(total / truth - 1) * 100:+.1f}%); the applications' one-way time "
+          f"{float(app['mean_ns']) / 1e3:.2f} us adds the syscalls' edges")
+    assert abs(total / truth - 1) <= 0.05, \
+        f"components sum to {total:.0f} ns per packet, end to end {truth:.0f} ns"
+
+
+def send_component():
+    check = subprocess.run([PLUMB, "agent", "--check"], capture_output=True, text=True).stdout
+    return re.search(r"tcp_sendmsg_locked\s+ns_sendmsg\s+attached", check) is not None
 
 
 SHORT_FLOWS = """
@@ -343,7 +442,7 @@ while True:
 
 def scenario_slow_reader(hosts, cleanup):
     """(c) The receiving application reads late: the socket's receive queue."""
-    h1, h2 = hosts.names
+    h1, h2 = hosts.names[:2]
     port = free_port()
     rd = subprocess.Popen(["ip", "netns", "exec", h2, sys.executable, "-c",
                            f"PORT = {port}" + SLOW_READER], stdout=subprocess.PIPE, text=True)
@@ -389,11 +488,14 @@ def main():
     cleanup = Cleanup()
     try:
         hosts = Hosts(cleanup, 2)
+        pod = hosts.wire_node(cleanup)
         agent = Agent(cleanup, "--modules", "netstack", wait_for_module=False)
         settle(agent, lambda m: select(m, "plumb_module_up", module="netstack"), timeout=10)
         assert "module netstack: up" in agent.output(), agent.output()
         runner.run("netstack: every component of a pod-to-pod TCP path", test_path, agent,
                    hosts, cleanup)
+        runner.run("netstack: components sum to the end-to-end time, across two nodes",
+                   test_accuracy, agent, hosts, cleanup, pod)
         runner.run("netstack: plumb netstack --json, --record and --baseline", test_view,
                    hosts, cleanup)
         runner.run("netstack: 1 in 2 flows, each followed packet whole", test_sampling, hosts,
