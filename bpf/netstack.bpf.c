@@ -57,6 +57,13 @@ struct {
 	__type(value, struct netstack_send);
 } ns_sends SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, NETSTACK_UDP_MAX);
+	__type(key, __u64);
+	__type(value, struct netstack_udp_wait);
+} ns_udp SEC(".maps");
+
 struct netstack_cpu {
 	__u64 softirq_ts; /* the last NET_RX softirq's start on this CPU */
 };
@@ -139,11 +146,9 @@ static __always_inline void dev_ids(struct net_device *dev, __u32 *ifindex, __u3
 	*netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
 }
 
-static __always_inline void hist_add(struct netstack_pkt *p, __u32 component, __u64 ns)
+static __always_inline void hist_add_at(__u32 netns, __u32 ifindex, __u32 component, __u64 ns)
 {
-	struct netstack_key k = { .netns = p->netns,
-				  .ifindex = p->ifindex,
-				  .component = component };
+	struct netstack_key k = { .netns = netns, .ifindex = ifindex, .component = component };
 	struct netstack_hist *h = bpf_map_lookup_elem(&ns_hists, &k);
 	__u64 b;
 
@@ -166,6 +171,11 @@ static __always_inline void hist_add(struct netstack_pkt *p, __u32 component, __
 	if (b < NETSTACK_BUCKETS)
 		h->count[b] += 1;
 	h->sum_ns += ns;
+}
+
+static __always_inline void hist_add(struct netstack_pkt *p, __u32 component, __u64 ns)
+{
+	hist_add_at(p->netns, p->ifindex, component, ns);
 }
 
 /* Whether a lost entry was mid-path: one that reached its last event is complete. */
@@ -225,9 +235,10 @@ static __always_inline void segment(struct netstack_pkt *p, __u32 c, __u64 now, 
 }
 
 /*
- * A TCP packet at the device: if its socket has a sampled send waiting whose first byte it
- * carries, the send component ends (from the send to here: TCP/IP, and the write queue when
- * the window or the congestion window held it). seq and payload from the headers.
+ * A TCP packet at the device: the socket's sampled sends whose first byte it carries end
+ * their send component (from the send to here: TCP/IP, and the write queue when the window or
+ * the congestion window held it); sends whose byte left before it, in a packet not followed,
+ * are counted unmatched. seq and payload from the headers.
  */
 static __always_inline void send_end(struct sk_buff *skb, struct netstack_pkt *p, __u64 now)
 {
@@ -235,7 +246,7 @@ static __always_inline void send_end(struct sk_buff *skb, struct netstack_pkt *p
 	__u16 th = BPF_CORE_READ(skb, transport_header);
 	struct sock *sk = BPF_CORE_READ(skb, sk);
 	struct netstack_send *snd;
-	__u32 tcp[4], hdr, len, off;
+	__u32 tcp[4], hdr, len, off, seq, done = 0, i;
 	__u64 key = (__u64)sk;
 
 	if (!sk)
@@ -247,17 +258,31 @@ static __always_inline void send_end(struct sk_buff *skb, struct netstack_pkt *p
 	off = th - (__u32)(data - head) + hdr; /* from skb->data to the payload */
 	len = BPF_CORE_READ(skb, len);
 	len = len > off ? len - off : 0;
-	off = snd->seq - bpf_ntohl(tcp[1]); /* the send's first byte, from this packet's first */
-	if (off >= len && (__s32)off < 0) {
-		bpf_map_delete_elem(&ns_sends, &key); /* it left in a packet not followed */
-		count_lost(NS_LOST_UNMATCHED);
+	seq = bpf_ntohl(tcp[1]);
+	/* the oldest sends first: those this packet carries or that left before it */
+	for (i = 0; i < NETSTACK_SEND_SLOTS; i++) {
+		if (i >= snd->n)
+			break;
+		off = snd->seq[i] - seq; /* the send's first byte, from this packet's first */
+		if (off >= len && (__s32)off >= 0)
+			break; /* still behind this packet in the write queue */
+		if (off >= len)
+			count_lost(NS_LOST_UNMATCHED); /* it left in a packet not followed */
+		else if (now > snd->ts[i] && now - snd->ts[i] <= NETSTACK_MAX_AGE_NS)
+			hist_add(p, NS_SEND, now - snd->ts[i]);
+		done++;
+	}
+	if (!done)
+		return;
+	if (done >= snd->n) {
+		bpf_map_delete_elem(&ns_sends, &key);
 		return;
 	}
-	if (off >= len)
-		return; /* still behind this packet in the write queue */
-	if (now > snd->ts && now - snd->ts <= NETSTACK_MAX_AGE_NS)
-		hist_add(p, NS_SEND, now - snd->ts);
-	bpf_map_delete_elem(&ns_sends, &key);
+	for (i = 0; i + done < NETSTACK_SEND_SLOTS; i++) {
+		snd->ts[i] = snd->ts[i + done];
+		snd->seq[i] = snd->seq[i + done];
+	}
+	snd->n -= done;
 }
 
 /* First event of a packet this host sends or forwards: the sampling decision. */
@@ -305,25 +330,36 @@ int BPF_PROG(ns_queue, struct sk_buff *skb)
 /*
  * The application sends on a TCP socket (6.18's tcp_sendmsg_locked, at the start of the
  * send): the first byte's time and sequence, kept until a packet carries it. A socket keeps
- * its oldest waiting send: a window-limited sender shows the wait of its oldest byte.
+ * its oldest NETSTACK_SEND_SLOTS waiting sends; later ones wait unsampled.
  */
 SEC("tp_btf/tcp_sendmsg_locked")
 int BPF_PROG(ns_sendmsg, struct sock *sk, struct msghdr *msg, struct sk_buff *skb, int size_goal)
 {
-	struct netstack_send snd = {};
-	__u64 key = (__u64)sk;
-	__u32 hash;
+	struct netstack_send *snd, fresh = {};
+	__u64 key = (__u64)sk, now;
+	__u32 hash, n;
 
 	if (sample_every > 1) {
 		hash = BPF_CORE_READ(sk, sk_txhash); /* what TCP puts in its packets' skb->hash */
 		if (!hash || hash % sample_every)
 			return 0;
 	}
-	if (bpf_map_lookup_elem(&ns_sends, &key))
+	now = bpf_ktime_get_ns();
+	snd = bpf_map_lookup_elem(&ns_sends, &key);
+	if (!snd) {
+		fresh.ts[0] = now;
+		fresh.seq[0] = BPF_CORE_READ((struct tcp_sock *)sk, write_seq);
+		fresh.n = 1;
+		bpf_map_update_elem(&ns_sends, &key, &fresh, BPF_NOEXIST);
 		return 0;
-	snd.ts = bpf_ktime_get_ns();
-	snd.seq = BPF_CORE_READ((struct tcp_sock *)sk, write_seq);
-	bpf_map_update_elem(&ns_sends, &key, &snd, BPF_NOEXIST);
+	}
+	n = snd->n;
+	barrier_var(n);
+	if (n >= NETSTACK_SEND_SLOTS)
+		return 0;
+	snd->ts[n] = now;
+	snd->seq[n] = BPF_CORE_READ((struct tcp_sock *)sk, write_seq);
+	snd->n = n + 1;
 	return 0;
 }
 
@@ -444,6 +480,76 @@ int BPF_PROG(ns_probe, struct sock *sk, struct sk_buff *skb)
 	if (!p || p->stage != NS_ST_RECEIVE)
 		return 0;
 	segment(p, NS_PROTOCOL, now, NS_ST_PROBE);
+	return 0;
+}
+
+/*
+ * A UDP socket has a datagram queued (6.6+: sk_data_ready, at its tail): IP and UDP are done,
+ * the wait for the application begins. TCP ends its protocol stage at tcp_probe instead (all
+ * kernels; its data_ready comes after the segment is queued, already counted as socket).
+ * From here the datagram is followed by its socket (ns_udp): one sampled datagram per socket
+ * at a time.
+ */
+SEC("tp_btf/sk_data_ready")
+int BPF_PROG(ns_data_ready, const struct sock *sk)
+{
+	struct netstack_udp_wait w = {}, *old;
+	__u64 key = (__u64)sk, skb_key, now;
+	struct sk_buff *skb;
+	struct netstack_pkt *p;
+
+	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_UDP)
+		return 0;
+	skb = BPF_CORE_READ(sk, sk_receive_queue.prev);
+	if (!skb || (void *)skb == (void *)&sk->sk_receive_queue)
+		return 0; /* empty: nothing was queued (another CPU's reader took it) */
+	p = pkt_find(skb, true, &now);
+	if (!p || p->stage != NS_ST_RECEIVE)
+		return 0;
+	segment(p, NS_PROTOCOL, now, NS_ST_PROBE);
+	skb_key = (__u64)skb;
+	old = bpf_map_lookup_elem(&ns_udp, &key);
+	if (old && now - old->ts <= NETSTACK_MAX_AGE_NS) {
+		bpf_map_delete_elem(&ns_pkts,
+				    &skb_key); /* the socket's earlier sample is waiting */
+		return 0;
+	}
+	if (old)
+		count_lost(
+			NS_LOST_UNMATCHED); /* its datagram was never read, or the count slipped */
+	w.ts = now;
+	w.netns = p->netns;
+	w.ifindex = p->ifindex;
+	w.ahead = BPF_CORE_READ(sk, sk_receive_queue.qlen) +
+		  BPF_CORE_READ((struct udp_sock *)sk, reader_queue.qlen) - 1;
+	bpf_map_update_elem(&ns_udp, &key, &w, BPF_ANY);
+	bpf_map_delete_elem(&ns_pkts, &skb_key);
+	return 0;
+}
+
+#define MSG_PEEK 2
+
+/*
+ * A datagram read from a UDP socket (6.3+: sock_recv_length, at the end of the call, one per
+ * datagram): the socket stage of a sampled one ends when it is its turn.
+ */
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(ns_recv_length, struct sock *sk, int ret, int flags)
+{
+	struct netstack_udp_wait *w;
+	__u64 key = (__u64)sk, now;
+
+	if (ret < 0 || (flags & MSG_PEEK))
+		return 0;
+	w = bpf_map_lookup_elem(&ns_udp, &key);
+	if (!w)
+		return 0;
+	if (w->ahead-- > 0)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (now > w->ts && now - w->ts <= NETSTACK_MAX_AGE_NS)
+		hist_add_at(w->netns, w->ifindex, NS_SOCKET, now - w->ts);
+	bpf_map_delete_elem(&ns_udp, &key);
 	return 0;
 }
 

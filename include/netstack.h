@@ -100,13 +100,33 @@ struct netstack_hist {
 };
 
 /* A sampled TCP send whose first byte has not reached a device yet, by socket. */
+#define NETSTACK_SEND_SLOTS 8
+
+/*
+ * A socket's sampled sends waiting for their first byte to leave, oldest first: up to
+ * NETSTACK_SEND_SLOTS, so that a window-limited sender, whose sends wait long, still gives
+ * several samples per wait.
+ */
 struct netstack_send {
-	__u64 ts; /* ktime at tcp_sendmsg_locked */
-	__u32 seq; /* the send's first byte: the socket's write_seq then */
+	__u64 ts[NETSTACK_SEND_SLOTS]; /* ktime at tcp_sendmsg_locked */
+	__u32 seq[NETSTACK_SEND_SLOTS]; /* each send's first byte: the socket's write_seq then */
+	__u32 n; /* slots in use, from 0 */
 	__u32 pad;
 };
 
+/*
+ * A sampled UDP datagram in its socket's receive queue, by socket: its copy has no tracepoint
+ * (UDP copies a linear skb with copy_linear_skb), so it is counted out of the queue instead:
+ * ahead datagrams are read before it (sock_recv_length, one per datagram read).
+ */
+struct netstack_udp_wait {
+	__u64 ts; /* ktime at sk_data_ready */
+	__u32 netns, ifindex; /* the receiving device */
+	__s64 ahead; /* datagrams queued before it, still to be read */
+};
+
 #define NETSTACK_PKTS_MAX   65536 /* sampled packets in flight */
+#define NETSTACK_UDP_MAX    16384 /* UDP sockets with a sampled datagram queued */
 #define NETSTACK_SENDS_MAX  16384 /* sockets with a sampled send in flight */
 #define NETSTACK_HISTS_MAX  4096 /* (netns, device, component) */
 #define NETSTACK_MAX_AGE_NS 1000000000ULL /* a segment longer than 1 s: the packet is lost */

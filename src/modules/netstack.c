@@ -469,6 +469,7 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 		{ "tp_btf/kfree_skb", "ns_kfree" },
 	};
 	struct netstack_state *s;
+	bool udp_on;
 	int err;
 
 	m->nattach = 0;
@@ -500,6 +501,10 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 	s->skel->rodata->sample_every = cfg->netstack_sample ? cfg->netstack_sample : 1;
 	s->skel->rodata->send_on = tracepoint_btf_args("tcp_sendmsg_locked") >= 3;
 	bpf_program__set_autoload(s->skel->progs.ns_sendmsg, s->skel->rodata->send_on);
+	udp_on = tracepoint_btf_args("sk_data_ready") >= 1 &&
+		 tracepoint_btf_args("sock_recv_length") >= 3;
+	bpf_program__set_autoload(s->skel->progs.ns_data_ready, udp_on);
+	bpf_program__set_autoload(s->skel->progs.ns_recv_length, udp_on);
 	for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++)
 		module_attach_note(m, points[i][0], points[i][1], "chosen");
 	if (s->skel->rodata->send_on)
@@ -507,6 +512,14 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 	else
 		module_attach_note(m, "tp_btf/tcp_sendmsg_locked", "ns_sendmsg",
 				   "missing: no send component (the tracepoint came in 6.18)");
+	if (udp_on) {
+		module_attach_note(m, "tp_btf/sk_data_ready", "ns_data_ready", "chosen");
+		module_attach_note(m, "tp_btf/sock_recv_length", "ns_recv_length", "chosen");
+	} else {
+		module_attach_note(
+			m, "tp_btf/sk_data_ready", "ns_data_ready",
+			"missing: UDP ends at netif_receive_skb (the tracepoint came in 6.6)");
+	}
 	snprintf(m->choice, sizeof(m->choice),
 		 "sampled packets (1 in %u flows) followed by skb pointer from net_dev_queue to "
 		 "the application's copy",
