@@ -32,6 +32,10 @@ char LICENSE[] SEC("license") = "GPL";
 #define IPPROTO_TCP    6
 #define IPPROTO_UDP    17
 #define NET_RX_SOFTIRQ 3
+#define TCPHDR_FIN     0x01
+#define TCPHDR_SYN     0x02
+/* How far behind a reader's copy a waiting segment can be and still be this socket's. */
+#define NETSTACK_RECV_REACH (64U << 20)
 
 const volatile __u32 sample_every = 1;
 const volatile bool send_on = false; /* the kernel has tcp_sendmsg_locked (6.18) */
@@ -63,6 +67,13 @@ struct {
 	__type(key, __u64);
 	__type(value, struct netstack_udp_wait);
 } ns_udp SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, NETSTACK_RECVS_MAX);
+	__type(key, __u64);
+	__type(value, struct netstack_recv);
+} ns_recvs SEC(".maps");
 
 struct netstack_cpu {
 	__u64 softirq_ts; /* the last NET_RX softirq's start on this CPU */
@@ -469,17 +480,50 @@ int BPF_PROG(ns_receive, struct sk_buff *skb)
 	return 0;
 }
 
-/* TCP's receive of an established socket's segment (top of tcp_rcv_established). */
+/*
+ * TCP's receive of an established socket's segment (top of tcp_rcv_established): the
+ * protocol stage ends. A segment with data waits for the reader from here, followed by its
+ * socket and sequence (ns_recvs); a pure ACK's path ends here.
+ */
 SEC("tp_btf/tcp_probe")
 int BPF_PROG(ns_probe, struct sock *sk, struct sk_buff *skb)
 {
+	__u64 key = (__u64)skb, sk_key = (__u64)sk, now;
+	struct netstack_recv *r, fresh = {};
 	struct netstack_pkt *p;
-	__u64 now;
+	struct tcp_skb_cb *tcb = (struct tcp_skb_cb *)&skb->cb;
+	__u32 cb[2], n; /* TCP_SKB_CB(skb): seq, end_seq */
+	__u8 flags;
 
 	p = pkt_find(skb, true, &now);
 	if (!p || p->stage != NS_ST_RECEIVE)
 		return 0;
 	segment(p, NS_PROTOCOL, now, NS_ST_PROBE);
+	flags = BPF_CORE_READ(tcb, tcp_flags);
+	if (bpf_probe_read_kernel(cb, sizeof(cb), tcb) ||
+	    cb[1] - cb[0] <= !!(flags & TCPHDR_FIN) + !!(flags & TCPHDR_SYN))
+		goto done; /* no data (a SYN and a FIN count one each): nothing for a reader */
+	r = bpf_map_lookup_elem(&ns_recvs, &sk_key);
+	if (!r) {
+		fresh.ts[0] = now;
+		fresh.seq[0] = cb[0];
+		fresh.netns[0] = p->netns;
+		fresh.ifindex[0] = p->ifindex;
+		fresh.n = 1;
+		bpf_map_update_elem(&ns_recvs, &sk_key, &fresh, BPF_NOEXIST);
+		goto done;
+	}
+	n = r->n;
+	barrier_var(n);
+	if (n < NETSTACK_SEND_SLOTS) {
+		r->ts[n] = now;
+		r->seq[n] = cb[0];
+		r->netns[n] = p->netns;
+		r->ifindex[n] = p->ifindex;
+		r->n = n + 1;
+	} /* else: the socket's eight oldest are waiting; this one goes unsampled */
+done:
+	bpf_map_delete_elem(&ns_pkts, &key);
 	return 0;
 }
 
@@ -539,8 +583,8 @@ int BPF_PROG(ns_recv_length, struct sock *sk, int ret, int flags)
 	struct netstack_udp_wait *w;
 	__u64 key = (__u64)sk, now;
 
-	if (ret < 0 || (flags & MSG_PEEK))
-		return 0;
+	if (ret < 0 || (flags & MSG_PEEK) || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_UDP)
+		return 0; /* every read on the host comes here: TCP leaves before any lookup */
 	w = bpf_map_lookup_elem(&ns_udp, &key);
 	if (!w)
 		return 0;
@@ -553,18 +597,50 @@ int BPF_PROG(ns_recv_length, struct sock *sk, int ret, int flags)
 	return 0;
 }
 
-/* The application copies the segment out of the socket's receive queue. */
+/*
+ * The application copies len bytes out of a TCP socket's receive queue, from the socket's
+ * copied_seq on: the socket stage of every sampled segment whose first byte is in them (or
+ * before them) ends. UDP datagrams end at sock_recv_length instead (ns_recv_length).
+ */
 SEC("tp_btf/skb_copy_datagram_iovec")
 int BPF_PROG(ns_copy, struct sk_buff *skb, int len)
 {
-	__u64 key = (__u64)skb, now;
-	struct netstack_pkt *p;
+	struct sock *sk = BPF_CORE_READ(skb, sk);
+	__u32 copied, done = 0, i;
+	struct netstack_recv *r;
+	__u64 key = (__u64)sk, now;
 
-	p = pkt_find(skb, true, &now);
-	if (!p || p->stage != NS_ST_PROBE)
+	if (!sk || len <= 0)
 		return 0;
-	segment(p, NS_SOCKET, now, NS_ST_PROBE);
-	bpf_map_delete_elem(&ns_pkts, &key);
+	r = bpf_map_lookup_elem(&ns_recvs, &key);
+	if (!r)
+		return 0;
+	now = bpf_ktime_get_ns();
+	copied = BPF_CORE_READ((struct tcp_sock *)sk, copied_seq);
+	for (i = 0; i < NETSTACK_SEND_SLOTS; i++) {
+		if (i >= r->n || (__s32)(r->seq[i] - (copied + len)) >= 0)
+			break; /* not reached yet */
+		/* far behind the reader: left by an earlier socket at this address */
+		if (copied + len - r->seq[i] <= NETSTACK_RECV_REACH && now > r->ts[i] &&
+		    now - r->ts[i] <= NETSTACK_MAX_AGE_NS)
+			hist_add_at(r->netns[i], r->ifindex[i], NS_SOCKET, now - r->ts[i]);
+		else
+			count_lost(NS_LOST_UNMATCHED);
+		done++;
+	}
+	if (!done)
+		return 0;
+	if (done >= r->n) {
+		bpf_map_delete_elem(&ns_recvs, &key);
+		return 0;
+	}
+	for (i = 0; i + done < NETSTACK_SEND_SLOTS; i++) {
+		r->ts[i] = r->ts[i + done];
+		r->seq[i] = r->seq[i + done];
+		r->netns[i] = r->netns[i + done];
+		r->ifindex[i] = r->ifindex[i + done];
+	}
+	r->n -= done;
 	return 0;
 }
 

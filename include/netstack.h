@@ -125,7 +125,22 @@ struct netstack_udp_wait {
 	__s64 ahead; /* datagrams queued before it, still to be read */
 };
 
+/*
+ * A TCP socket's sampled segments in its receive queue, oldest first, by sequence: the skb
+ * that arrived is not always the one copied (TCP coalesces a segment into the queue's tail
+ * skb, or collapses the queue, when the reader lags), so the socket stage ends when the
+ * reader's copy reaches the segment's first byte.
+ */
+struct netstack_recv {
+	__u64 ts[NETSTACK_SEND_SLOTS]; /* ktime at tcp_probe */
+	__u32 seq[NETSTACK_SEND_SLOTS]; /* the segment's first byte */
+	__u32 netns[NETSTACK_SEND_SLOTS], ifindex[NETSTACK_SEND_SLOTS]; /* where it arrived */
+	__u32 n; /* slots in use, from 0 */
+	__u32 pad;
+};
+
 #define NETSTACK_PKTS_MAX   65536 /* sampled packets in flight */
+#define NETSTACK_RECVS_MAX  16384 /* TCP sockets with sampled segments queued */
 #define NETSTACK_UDP_MAX    16384 /* UDP sockets with a sampled datagram queued */
 #define NETSTACK_SENDS_MAX  16384 /* sockets with a sampled send in flight */
 #define NETSTACK_HISTS_MAX  4096 /* (netns, device, component) */

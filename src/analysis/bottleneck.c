@@ -202,8 +202,16 @@ int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 	} else {
 		bottleneck = -1;
 	}
+	/*
+	 * Learn only from normal intervals: none departed. While a bottleneck holds, the other
+	 * series see its consequences (less traffic behind a rate limit, a quieter receiver), and
+	 * their baselines must not drift toward them.
+	 */
 	for (size_t i = 0; i < n; i++)
-		if (c[i].n >= cfg->min_samples && !c[i].departed)
+		if (c[i].departed)
+			return bottleneck;
+	for (size_t i = 0; i < n; i++)
+		if (c[i].n >= cfg->min_samples)
 			learn(&c[i], &cur[i], c[i].n, cfg);
 	return bottleneck;
 }
