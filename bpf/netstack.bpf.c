@@ -531,16 +531,17 @@ done:
  * A UDP socket has a datagram queued (6.6+: sk_data_ready, at its tail): IP and UDP are done,
  * the wait for the application begins. TCP ends its protocol stage at tcp_probe instead (all
  * kernels; its data_ready comes after the segment is queued, already counted as socket).
- * From here the datagram is followed by its socket (ns_udp): one sampled datagram per socket
- * at a time.
+ * From here the datagram is followed by its socket and place in the queue (ns_udp).
  */
 SEC("tp_btf/sk_data_ready")
 int BPF_PROG(ns_data_ready, const struct sock *sk)
 {
-	struct netstack_udp_wait w = {}, *old;
 	__u64 key = (__u64)sk, skb_key, now;
+	struct netstack_udp_wait *w, fresh = {};
 	struct sk_buff *skb;
 	struct netstack_pkt *p;
+	__s64 ahead;
+	__u32 n;
 
 	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_UDP)
 		return 0;
@@ -552,22 +553,32 @@ int BPF_PROG(ns_data_ready, const struct sock *sk)
 		return 0;
 	segment(p, NS_PROTOCOL, now, NS_ST_PROBE);
 	skb_key = (__u64)skb;
-	old = bpf_map_lookup_elem(&ns_udp, &key);
-	if (old && now - old->ts <= NETSTACK_MAX_AGE_NS) {
-		bpf_map_delete_elem(&ns_pkts,
-				    &skb_key); /* the socket's earlier sample is waiting */
+	bpf_map_delete_elem(&ns_pkts, &skb_key);
+	ahead = BPF_CORE_READ(sk, sk_receive_queue.qlen) +
+		BPF_CORE_READ((struct udp_sock *)sk, reader_queue.qlen) - 1;
+	w = bpf_map_lookup_elem(&ns_udp, &key);
+	if (w && w->n && now - w->ts[0] > NETSTACK_MAX_AGE_NS) {
+		count_lost(NS_LOST_UNMATCHED); /* never read, or the count slipped: start over */
+		w->n = 0;
+	}
+	if (!w) {
+		fresh.ts[0] = now;
+		fresh.ahead[0] = ahead;
+		fresh.netns[0] = p->netns;
+		fresh.ifindex[0] = p->ifindex;
+		fresh.n = 1;
+		bpf_map_update_elem(&ns_udp, &key, &fresh, BPF_NOEXIST);
 		return 0;
 	}
-	if (old)
-		count_lost(
-			NS_LOST_UNMATCHED); /* its datagram was never read, or the count slipped */
-	w.ts = now;
-	w.netns = p->netns;
-	w.ifindex = p->ifindex;
-	w.ahead = BPF_CORE_READ(sk, sk_receive_queue.qlen) +
-		  BPF_CORE_READ((struct udp_sock *)sk, reader_queue.qlen) - 1;
-	bpf_map_update_elem(&ns_udp, &key, &w, BPF_ANY);
-	bpf_map_delete_elem(&ns_pkts, &skb_key);
+	n = w->n;
+	barrier_var(n);
+	if (n >= NETSTACK_SEND_SLOTS)
+		return 0; /* the socket's eight oldest are waiting; this one goes unsampled */
+	w->ts[n] = now;
+	w->ahead[n] = ahead;
+	w->netns[n] = p->netns;
+	w->ifindex[n] = p->ifindex;
+	w->n = n + 1;
 	return 0;
 }
 
@@ -575,25 +586,45 @@ int BPF_PROG(ns_data_ready, const struct sock *sk)
 
 /*
  * A datagram read from a UDP socket (6.3+: sock_recv_length, at the end of the call, one per
- * datagram): the socket stage of a sampled one ends when it is its turn.
+ * datagram): each waiting sample has one fewer ahead of it; the socket stage of the one whose
+ * turn it was ends.
  */
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(ns_recv_length, struct sock *sk, int ret, int flags)
 {
 	struct netstack_udp_wait *w;
-	__u64 key = (__u64)sk, now;
+	__u64 key = (__u64)sk, now = 0;
+	__u32 done = 0, i;
 
 	if (ret < 0 || (flags & MSG_PEEK) || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_UDP)
 		return 0; /* every read on the host comes here: TCP leaves before any lookup */
 	w = bpf_map_lookup_elem(&ns_udp, &key);
 	if (!w)
 		return 0;
-	if (w->ahead-- > 0)
+	for (i = 0; i < NETSTACK_SEND_SLOTS; i++) {
+		if (i >= w->n)
+			break;
+		if (w->ahead[i]-- > 0)
+			continue;
+		if (!now)
+			now = bpf_ktime_get_ns();
+		if (now > w->ts[i] && now - w->ts[i] <= NETSTACK_MAX_AGE_NS)
+			hist_add_at(w->netns[i], w->ifindex[i], NS_SOCKET, now - w->ts[i]);
+		done++; /* only the oldest can be read: the queue is in order */
+	}
+	if (!done)
 		return 0;
-	now = bpf_ktime_get_ns();
-	if (now > w->ts && now - w->ts <= NETSTACK_MAX_AGE_NS)
-		hist_add_at(w->netns, w->ifindex, NS_SOCKET, now - w->ts);
-	bpf_map_delete_elem(&ns_udp, &key);
+	if (done >= w->n) {
+		bpf_map_delete_elem(&ns_udp, &key);
+		return 0;
+	}
+	for (i = 0; i + done < NETSTACK_SEND_SLOTS; i++) {
+		w->ts[i] = w->ts[i + done];
+		w->ahead[i] = w->ahead[i + done];
+		w->netns[i] = w->netns[i + done];
+		w->ifindex[i] = w->ifindex[i + done];
+	}
+	w->n -= done;
 	return 0;
 }
 

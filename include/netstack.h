@@ -115,14 +115,17 @@ struct netstack_send {
 };
 
 /*
- * A sampled UDP datagram in its socket's receive queue, by socket: its copy has no tracepoint
- * (UDP copies a linear skb with copy_linear_skb), so it is counted out of the queue instead:
- * ahead datagrams are read before it (sock_recv_length, one per datagram read).
+ * A UDP socket's sampled datagrams in its receive queue, oldest first (up to
+ * NETSTACK_SEND_SLOTS): their copy has no tracepoint (UDP copies a linear skb with
+ * copy_linear_skb), so each is counted out of the queue instead: ahead datagrams are read
+ * before it (sock_recv_length, one per datagram read).
  */
 struct netstack_udp_wait {
-	__u64 ts; /* ktime at sk_data_ready */
-	__u32 netns, ifindex; /* the receiving device */
-	__s64 ahead; /* datagrams queued before it, still to be read */
+	__u64 ts[NETSTACK_SEND_SLOTS]; /* ktime at sk_data_ready */
+	__s64 ahead[NETSTACK_SEND_SLOTS]; /* datagrams queued before it, still to be read */
+	__u32 netns[NETSTACK_SEND_SLOTS], ifindex[NETSTACK_SEND_SLOTS]; /* where it arrived */
+	__u32 n; /* slots in use, from 0 */
+	__u32 pad;
 };
 
 /*
