@@ -527,6 +527,31 @@ done:
 	return 0;
 }
 
+#define UDP_WALK 64
+
+/*
+ * How many datagrams will be read before skb: those before it in its queue, walked back to
+ * the queue's head (not the queue's length, which another CPU's enqueue may already have
+ * grown), and, while it is still in sk_receive_queue, all of the reader's queue. -1 when it
+ * is more than UDP_WALK deep.
+ */
+static __always_inline __s64 udp_ahead(const struct sock *sk, struct sk_buff *skb)
+{
+	void *receive = (void *)&sk->sk_receive_queue;
+	void *reader = (void *)&((struct udp_sock *)sk)->reader_queue;
+	struct sk_buff *cur = skb;
+	__s64 pos;
+
+	for (pos = 0; pos < UDP_WALK; pos++) {
+		cur = BPF_CORE_READ(cur, prev);
+		if ((void *)cur == receive)
+			return pos + BPF_CORE_READ((struct udp_sock *)sk, reader_queue.qlen);
+		if ((void *)cur == reader || !cur)
+			return pos; /* the reader took the queue over meanwhile */
+	}
+	return -1;
+}
+
 /*
  * A UDP socket has a datagram queued (6.6+: sk_data_ready, at its tail): IP and UDP are done,
  * the wait for the application begins. TCP ends its protocol stage at tcp_probe instead (all
@@ -554,8 +579,9 @@ int BPF_PROG(ns_data_ready, const struct sock *sk)
 	segment(p, NS_PROTOCOL, now, NS_ST_PROBE);
 	skb_key = (__u64)skb;
 	bpf_map_delete_elem(&ns_pkts, &skb_key);
-	ahead = BPF_CORE_READ(sk, sk_receive_queue.qlen) +
-		BPF_CORE_READ((struct udp_sock *)sk, reader_queue.qlen) - 1;
+	ahead = udp_ahead(sk, skb);
+	if (ahead < 0)
+		return 0; /* too deep in the queue to count: unsampled from here */
 	w = bpf_map_lookup_elem(&ns_udp, &key);
 	if (w && w->n && now - w->ts[0] > NETSTACK_MAX_AGE_NS) {
 		count_lost(NS_LOST_UNMATCHED); /* never read, or the count slipped: start over */

@@ -505,18 +505,23 @@ while True:
 
 def scenario_slow_reader(hosts, cleanup):
     """(c) The receiving application reads late: the socket's receive queue."""
+    signalled_pair(hosts, cleanup, SLOW_READER, SENDER, ("socket", "eth0", hosts.names[1]))
+
+
+def signalled_pair(hosts, cleanup, reader, sender, want):
+    """A TCP reader in h2 (SIGUSR1 injects, SIGUSR2 removes) and a sender in h1: trials."""
     h1, h2 = hosts.names[:2]
     port = free_port()
     rd = subprocess.Popen(["ip", "netns", "exec", h2, sys.executable, "-c",
-                           f"PORT = {port}" + SLOW_READER], stdout=subprocess.PIPE, text=True)
+                           f"PORT = {port}" + reader], stdout=subprocess.PIPE, text=True)
     cleanup.add(lambda: rd.poll() is None and (rd.kill(), rd.wait()))
     assert rd.stdout.readline().strip() == "ready"
     snd = subprocess.Popen(["ip", "netns", "exec", h1, sys.executable, "-c",
-                            f"PORT = {port}" + SENDER, hosts.addrs[1]])
+                            f"PORT = {port}" + sender, hosts.addrs[1]])
     cleanup.add(lambda: snd.poll() is None and (snd.kill(), snd.wait()))
     view = View(cleanup)
     trials(view, lambda: rd.send_signal(signal.SIGUSR1), lambda: rd.send_signal(signal.SIGUSR2),
-           ("socket", "eth0", h2))
+           want)
 
 
 SMALL_BUFFER_READER = """
@@ -550,19 +555,8 @@ while True:  # 32 MB/s: a 2,304-byte receive window carries ~16 MB/s on this pat
 def scenario_small_buffer(hosts, cleanup):
     """(d) The receiver's buffer shrinks to the minimum while a sender paces 32 MB/s: the
     window holds the bytes in the sender's write queue, the send component (6.18)."""
-    h1, h2 = hosts.names[:2]
-    port = free_port()
-    rd = subprocess.Popen(["ip", "netns", "exec", h2, sys.executable, "-c",
-                           f"PORT = {port}" + SMALL_BUFFER_READER], stdout=subprocess.PIPE,
-                          text=True)
-    cleanup.add(lambda: rd.poll() is None and (rd.kill(), rd.wait()))
-    assert rd.stdout.readline().strip() == "ready"
-    snd = subprocess.Popen(["ip", "netns", "exec", h1, sys.executable, "-c",
-                            f"PORT = {port}" + PACED_SENDER, hosts.addrs[1]])
-    cleanup.add(lambda: snd.poll() is None and (snd.kill(), snd.wait()))
-    view = View(cleanup)
-    trials(view, lambda: rd.send_signal(signal.SIGUSR1), lambda: rd.send_signal(signal.SIGUSR2),
-           ("send", "eth0", h1))
+    signalled_pair(hosts, cleanup, SMALL_BUFFER_READER, PACED_SENDER,
+                   ("send", "eth0", hosts.names[0]))
 
 
 def scenario_netfilter(hosts, cleanup):
