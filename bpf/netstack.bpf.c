@@ -503,6 +503,8 @@ int BPF_PROG(ns_probe, struct sock *sk, struct sk_buff *skb)
 	if (bpf_probe_read_kernel(cb, sizeof(cb), tcb) ||
 	    cb[1] - cb[0] <= !!(flags & TCPHDR_FIN) + !!(flags & TCPHDR_SYN))
 		goto done; /* no data (a SYN and a FIN count one each): nothing for a reader */
+	if ((__s32)(cb[1] - BPF_CORE_READ((struct tcp_sock *)sk, rcv_nxt)) <= 0)
+		goto done; /* a retransmission of data already received: TCP drops it */
 	r = bpf_map_lookup_elem(&ns_recvs, &sk_key);
 	if (!r) {
 		fresh.ts[0] = now;

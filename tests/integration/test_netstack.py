@@ -170,16 +170,21 @@ MESSAGES = 2000
 SPAN = """
 FIRST
 tracepoint:skb:skb_copy_datagram_iovec /comm == "network"/ { @last = sum(nsecs); @nlast = count(); }
-END { print(@first); print(@nfirst); print(@last); print(@nlast); }
+END { print(@first); print(@nfirst); print(@last); print(@nlast); CLEAR }
 """
 FIRST_SEND = """tracepoint:tcp:tcp_sendmsg_locked /comm == "network"/ {
   @first = sum(nsecs); @nfirst = count();
 }"""
 # Before 6.18: the data packet's net_dev_queue in the sender's namespace (its only device
-# there; the ACKs coming back are shorter), in whichever context TCP sends it.
-FIRST_QUEUE = """tracepoint:net:net_dev_queue
-/((struct sk_buff *)args->skbaddr)->dev->nd_net.net->ns.inum == NETNS && args->len > 100/ {
-  @first = sum(nsecs); @nfirst = count();
+# there; the ACKs coming back are shorter), in whichever context TCP sends it; a
+# retransmission (same sequence number) is not a new message.
+FIRST_QUEUE = """tracepoint:net:net_dev_queue {
+  $t = nsecs;  /* first: plumb's program on the same event ran just before */
+  $skb = (struct sk_buff *)args->skbaddr;
+  if ($skb->dev->nd_net.net->ns.inum == NETNS && args->len > 100) {
+    $seq = ((struct tcphdr *)($skb->head + $skb->transport_header))->seq;
+    if (@seen[$seq] == 0) { @seen[$seq] = 1; @first = sum($t); @nfirst = count(); }
+  }
 }"""
 
 
@@ -216,6 +221,7 @@ def test_accuracy(agent, hosts, cleanup, pod):
     netns = os.stat(f"/run/netns/{hosts.names[0]}").st_ino
     script = SPAN.replace("FIRST", FIRST_SEND if send_on else
                           FIRST_QUEUE.replace("NETNS", str(netns)))
+    script = script.replace("CLEAR", "" if send_on else "clear(@seen);")
     bt = subprocess.Popen(["bpftrace", "-e", script], stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True)
     cleanup.add(lambda: bt.poll() is None and (bt.kill(), bt.wait()))
