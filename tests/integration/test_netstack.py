@@ -357,15 +357,18 @@ def test_view(hosts, cleanup):
     cleanup.add(lambda: os.path.exists(rec) and os.unlink(rec))
     h2 = hosts.names[1]
     for args in (["--record", rec], ["--baseline", rec]):
-        v = subprocess.Popen([PLUMB, "netstack", "--interval", "500ms", "--count", "6", "--json",
+        v = subprocess.Popen([PLUMB, "netstack", "--interval", "500ms", "--count", "8", "--json",
                               "--netns", h2, *args], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         cleanup.add(lambda: v.poll() is None and (v.kill(), v.wait()))
+        # the traffic starts once the view prints its first interval: attached (an emulated
+        # guest takes seconds to attach, longer than the flow lasted)
+        first = v.stdout.readline()
         iperf(hosts, cleanup, ["-b", "20M"], 2)
         out, err = v.communicate(timeout=60)
         assert v.returncode == 0, f"plumb netstack {args}: exit {v.returncode}: {err}"
-        docs = [json.loads(line) for line in out.splitlines()]
-        assert len(docs) == 6, f"{len(docs)} intervals: {out}"
+        docs = [json.loads(line) for line in (first + out).splitlines()]
+        assert len(docs) == 8, f"{len(docs)} intervals: {first + out}"
         comps = {(c["component"], c["device"]) for d in docs for c in d["components"]}
         assert {("backlog", "eth0"), ("protocol", "eth0"), ("socket", "eth0")} <= comps, comps
         assert all(c["netns"] == h2 for d in docs for c in d["components"]), "--netns ignored"
@@ -374,8 +377,9 @@ def test_view(hosts, cleanup):
                 names = {(x["component"], x["device"], x["netns"])
                          for x in json.load(f)["series"]}
             assert ("socket", "eth0", h2) in names, names
-        else:  # the recorded series have their baselines from their first interval on
-            ready = [c for d in docs[:2] for c in d["components"] if c["samples_per_s"] > 0
+        else:  # the recorded series have their baselines from their first samples on (a
+            # learned baseline needs 10 intervals with samples: more than the view runs)
+            ready = [c for d in docs for c in d["components"] if c["samples_per_s"] > 0
                      and (c["component"], c["device"], c["netns"]) in names]
             assert ready and all(c["baseline_ready"] for c in ready), \
                 f"recorded baselines not applied: {ready}"
