@@ -669,8 +669,8 @@ int BPF_PROG(ns_copy, struct sk_buff *skb, int len)
 	struct netstack_recv *r;
 	__u64 key = (__u64)sk, now;
 
-	if (!sk || len <= 0)
-		return 0;
+	if (!sk || len <= 0 || !followed(skb))
+		return 0; /* a flow not followed pays no lookup (the same hash as at tcp_probe) */
 	r = bpf_map_lookup_elem(&ns_recvs, &key);
 	if (!r)
 		return 0;
