@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -79,6 +80,9 @@ static struct json_object *interval_json(const struct netstack_options *o,
 				       json_object_new_double(x[i].bn.base_mean / 1e9));
 		json_object_object_add(c, "effect", json_object_new_double(x[i].bn.a));
 		json_object_object_add(c, "z", json_object_new_double(x[i].bn.z));
+		json_object_object_add(c, "sigmas", json_object_new_double(x[i].bn.sigmas));
+		json_object_object_add(c, "baseline_spread",
+				       json_object_new_double(sqrt(x[i].bn.spread_var)));
 		json_object_object_add(c, "departed", json_object_new_boolean(x[i].bn.departed));
 		json_object_object_add(c, "bottleneck",
 				       json_object_new_boolean(x[i].bn.bottleneck));
@@ -144,10 +148,10 @@ static void interval_print(const struct netstack_options *o, const struct netsta
 		printf("bottleneck: %s (%s) on %s in %s: mean %s against %s in its baseline, "
 		       "%.0f%% "
 		       "of the increase; %.0f%% of its packets slower than the baseline's (z "
-		       "%.1f)%s\n",
+		       "%.1f), its mean %.1f deviations above its intervals' norm%s\n",
 		       netstack_component_names[b->component],
 		       netstack_component_direction[b->component], b->device, b->netns_name, mean,
-		       base, 100 * b->bn.share, 100 * b->bn.a, b->bn.z,
+		       base, 100 * b->bn.share, 100 * b->bn.a, b->bn.z, b->bn.sigmas,
 		       shown(o, b) ? "" : " [not among the rows shown]");
 	} else {
 		printf("no bottleneck: no component is significantly slower than its baseline%s\n",

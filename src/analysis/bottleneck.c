@@ -13,6 +13,8 @@ const struct bn_config bn_default_config = {
 	.min_z = 3.29,
 	.max_base_samples = 10000,
 	.min_share = 0.5,
+	.min_sigmas = 4,
+	.min_spread = 0.25,
 };
 
 double bn_hist_total(const struct bn_hist *h)
@@ -84,7 +86,8 @@ void bn_mann_whitney(const struct bn_hist *base, double n_base, const struct bn_
 	*z = var > 0 ? (u - n1 * n2 / 2) / sqrt(var) : 0;
 }
 
-void bn_component_load(struct bn_component *c, const struct bn_hist *base, double samples)
+void bn_component_load(struct bn_component *c, const struct bn_hist *base, double samples,
+		       double spread_mu, double spread_sd)
 {
 	struct bn_hist h = *base; /* base may be c's own warm-up sum, cleared below */
 	double t = bn_hist_total(&h);
@@ -96,23 +99,66 @@ void bn_component_load(struct bn_component *c, const struct bn_hist *base, doubl
 		c->base.count[b] = h.count[b] / t;
 	c->base.sum_ns = h.sum_ns / t;
 	c->base_samples = samples;
+	c->spread_mu = spread_mu;
+	c->spread_var = spread_sd * spread_sd;
+	c->spread_n = 1 / bn_default_config.alpha;
 	c->ready = true;
+}
+
+/*
+ * The spread's deviation at its upper 95% confidence bound: from n intervals, sd times
+ * sqrt((n - 1) / the chi-square's 5% quantile with n - 1 degrees of freedom) (Wilson and
+ * Hilferty's approximation). Ten warm-up intervals give 1.6 times the estimate, 50 give 1.2:
+ * an early, low estimate must not flag a series' ordinary wandering, which would then never
+ * be learned.
+ */
+static double spread_bound(const struct bn_component *c, const struct bn_config *cfg)
+{
+	double v = fmax(c->spread_n - 1, 1), t = 2 / (9 * v), q = 1 - t - 1.645 * sqrt(t);
+
+	q = q > 0.05 ? v * q * q * q : 0.05 * v;
+	return fmax(sqrt(c->spread_var * v / q), cfg->min_spread);
+}
+
+/* ln of an interval's mean over the (scaled) baseline's: 0 when either is unknown */
+static double log_ratio(double mean, double base_mean)
+{
+	return mean > 0 && base_mean > 0 ? log(mean / base_mean) : 0;
 }
 
 /* The interval's samples, folded into the baseline (a distribution summing to 1). */
 static void learn(struct bn_component *c, const struct bn_hist *cur, double n,
 		  const struct bn_config *cfg)
 {
+	double lr, d;
+
 	if (!c->ready) {
+		double l = log(cur->sum_ns / n > 1 ? cur->sum_ns / n : 1), k, lsum, lsq;
+
 		for (int b = 0; b < NETSTACK_BUCKETS; b++)
 			c->warm.count[b] += cur->count[b];
 		c->warm.sum_ns += cur->sum_ns;
+		c->warm_lsum += l;
+		c->warm_lsq += l * l;
 		if (++c->warm_intervals < cfg->warmup)
 			return;
-		bn_component_load(c, &c->warm,
-				  fmin(bn_hist_total(&c->warm), cfg->max_base_samples));
+		k = (double)c->warm_intervals;
+		lsum = c->warm_lsum;
+		lsq = c->warm_lsq;
+		bn_component_load(c, &c->warm, fmin(bn_hist_total(&c->warm), cfg->max_base_samples),
+				  0, 0);
+		/* the warm-up intervals' means around the baseline's: the first norm of the spread */
+		c->spread_mu = lsum / k - log(c->base.sum_ns > 1 ? c->base.sum_ns : 1);
+		c->spread_var = fmax(0, lsq / k - (lsum / k) * (lsum / k));
+		c->spread_n = k;
 		return;
 	}
+	/* the spread first, against the baseline this interval was judged by */
+	lr = log_ratio(cur->sum_ns / n, c->host_factor * c->base.sum_ns);
+	d = lr - c->spread_mu;
+	c->spread_mu += cfg->alpha * d;
+	c->spread_var = (1 - cfg->alpha) * (c->spread_var + cfg->alpha * d * d);
+	c->spread_n = fmin(c->spread_n + 1, 1 / cfg->alpha);
 	for (int b = 0; b < NETSTACK_BUCKETS; b++)
 		c->base.count[b] =
 			(1 - cfg->alpha) * c->base.count[b] + cfg->alpha * cur->count[b] / n;
@@ -156,6 +202,7 @@ int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 		x->share = 0;
 		x->a = 0.5;
 		x->z = 0;
+		x->sigmas = 0;
 		x->cur_mean = bn_hist_mean(&cur[i]);
 		x->p50 = bn_hist_quantile(&cur[i], 0.5);
 		x->p99 = bn_hist_quantile(&cur[i], 0.99);
@@ -186,8 +233,15 @@ int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 			continue;
 		hist_scale(&x->base, host, &scaled);
 		bn_mann_whitney(&scaled, x->base_samples, &cur[i], &x->a, &x->z);
+		x->sigmas = (log_ratio(x->cur_mean, host * x->base_mean) - x->spread_mu) /
+			    spread_bound(x, cfg);
+		/*
+		 * Significant and large against the baseline's samples, and beyond what this
+		 * series' interval means do by themselves: a reader woken late for a second
+		 * doubles its socket's mean, which is a large effect but the series' normal.
+		 */
 		x->departed = x->a >= cfg->min_effect && x->z >= cfg->min_z &&
-			      x->cur_mean > host * x->base_mean;
+			      x->sigmas >= cfg->min_sigmas && x->cur_mean > host * x->base_mean;
 		if (x->cur_mean > host * x->base_mean)
 			increase += x->cur_mean - host * x->base_mean;
 		if (x->departed && x->cur_mean - host * x->base_mean > best) {
@@ -210,8 +264,13 @@ int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 	for (size_t i = 0; i < n; i++)
 		if (c[i].departed)
 			return bottleneck;
+	/*
+	 * Nor from a series' interval whose mean stands out of its norm while most of its
+	 * packets do not: a queue draining after a rate limit is lifted (a few packets hundreds
+	 * of times slower) would raise the baseline's mean and spread until nothing departs.
+	 */
 	for (size_t i = 0; i < n; i++)
-		if (c[i].n >= cfg->min_samples)
+		if (c[i].n >= cfg->min_samples && !(c[i].ready && c[i].sigmas >= cfg->min_sigmas))
 			learn(&c[i], &cur[i], c[i].n, cfg);
 	return bottleneck;
 }

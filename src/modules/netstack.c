@@ -55,7 +55,7 @@ struct netstack_name {
 struct netstack_recorded {
 	char component[16], device[32], netns[64];
 	struct bn_hist base;
-	double samples;
+	double samples, spread_mu, spread_sd; /* absent in a recording: 0 (unknown) */
 };
 
 struct netstack_state {
@@ -199,7 +199,7 @@ static void recorded_apply(struct netstack_state *s, struct netstack_series *x)
 
 		if (!strcmp(netstack_component_names[x->component], r->component) &&
 		    !strcmp(x->device, r->device) && !strcmp(x->netns_name, r->netns)) {
-			bn_component_load(&x->bn, &r->base, r->samples);
+			bn_component_load(&x->bn, &r->base, r->samples, r->spread_mu, r->spread_sd);
 			return;
 		}
 	}
@@ -374,6 +374,12 @@ int netstack_baseline_write(struct plumb_module *m, const char *path)
 		json_object_object_add(o, "mean_ns", json_object_new_double(h->sum_ns / t));
 		json_object_object_add(
 			o, "samples", json_object_new_double(x->bn.ready ? x->bn.base_samples : t));
+		/* the intervals' spread around the baseline: learned only (0: not known) */
+		json_object_object_add(o, "spread_mu",
+				       json_object_new_double(x->bn.ready ? x->bn.spread_mu : 0));
+		json_object_object_add(
+			o, "spread_sd",
+			json_object_new_double(x->bn.ready ? sqrt(x->bn.spread_var) : 0));
 		for (int b = 0; b < NETSTACK_BUCKETS; b++)
 			json_object_array_add(v, json_object_new_double(h->count[b] / t));
 		json_object_object_add(o, "buckets", v);
@@ -427,6 +433,9 @@ int netstack_baseline_load(struct plumb_module *m, const char *path, char *err, 
 			r->base.count[b] = json_object_get_double(json_object_array_get_idx(v, b));
 		r->base.sum_ns = json_object_get_double(json_object_object_get(o, "mean_ns"));
 		r->samples = json_object_get_double(json_object_object_get(o, "samples"));
+		r->spread_mu = json_object_get_double(json_object_object_get(o, "spread_mu"));
+		r->spread_sd =
+			fmax(0, json_object_get_double(json_object_object_get(o, "spread_sd")));
 		if (bn_hist_total(&r->base) > 0 && r->samples > 0)
 			s->nrecorded++;
 	}

@@ -469,12 +469,18 @@ def trials(view, inject, remove, want):
             remove()
         c = view.next(WINDOW)
         v_in, v_out = verdict(w[-3:]), verdict(c[-3:])
-        if v_out and os.environ.get("PLUMB_NETSTACK_DEBUG"):
-            for d in c[-3:]:
-                print("   ", [(x["component"], x["device"], round(x["mean_s"] * 1e6, 2),
-                             round(x["baseline_mean_s"] * 1e6, 2), round(x["effect"], 2),
-                             round(x["share"], 2), round(x["samples_per_s"]))
-                            for x in d["components"] if x["departed"]])
+        if os.environ.get("PLUMB_NETSTACK_DEBUG"):
+            for tag, docs in (("injected", w[-3:]) if v_in != want else (None, [])), \
+                             (("clean", c[-3:]) if v_out else (None, [])):
+                for d in docs:  # the departed series and the wanted one
+                    print("   ", tag, [(x["component"], x["device"], x["netns"][-2:],
+                                        round(x["mean_s"] * 1e6, 2),
+                                        round(x["baseline_mean_s"] * 1e6, 2),
+                                        round(x["effect"], 2), round(x["sigmas"], 1),
+                                        round(x["baseline_spread"], 2), round(x["share"], 2),
+                                        round(x["samples_per_s"]))
+                                       for x in d["components"] if x["departed"] or
+                                       (x["component"], x["device"], x["netns"]) == want])
         hits += v_in == want
         clean += v_out is None
         seen.append((v_in, v_out))
@@ -567,10 +573,14 @@ l.bind(("0.0.0.0", PORT))
 l.listen(1)
 print("ready", flush=True)
 c, _ = l.accept()
-big = c.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+# the buffer's size is fixed at its first from the start: a size set once is never tuned again,
+# and clean intervals after the first trial must be those the baseline learnt from
+# (getsockopt reports twice what setsockopt asks for)
+size = c.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // 2
+c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
 # SIGUSR1: the smallest receive buffer the kernel allows (2,304 bytes); SIGUSR2: as before
 signal.signal(signal.SIGUSR1, lambda *a: c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1))
-signal.signal(signal.SIGUSR2, lambda *a: c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, big))
+signal.signal(signal.SIGUSR2, lambda *a: c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size))
 while c.recv(1 << 20):
     pass
 """
@@ -582,8 +592,10 @@ msg = b"x" * 32000
 next_t = time.monotonic()
 while True:  # 32 MB/s: a 2,304-byte receive window carries ~16 MB/s on this path
     s.sendall(msg)
-    next_t += 0.001
-    time.sleep(max(0, next_t - time.monotonic()))
+    # no catching up after a blocked stretch: the burst would be a load of its own
+    now = time.monotonic()
+    next_t = max(next_t + 0.001, now)
+    time.sleep(next_t - now)
 """
 
 

@@ -145,6 +145,87 @@ static void test_small_shift_not_flagged(void **state)
 	}
 }
 
+/*
+ * A series whose interval means wander (a reader woken late: up to four times its usual time
+ * now and then) is judged against that spread: 4.5x is within its norm, 40x is not; a steady
+ * series beside it departs at 4.5x.
+ */
+static void wander(struct bn_hist *cur, unsigned int *seed, double steady1, double wandering0)
+{
+	double w = 1 + (rand_r(seed) % 4 == 0) * 3.0 * rand_r(seed) / RAND_MAX;
+
+	memset(cur, 0, 2 * sizeof(*cur));
+	for (int k = 0; k < 200; k++) {
+		add(&cur[0], 2000 * w * wandering0 * (0.8 + 0.4 * rand_r(seed) / RAND_MAX), 1);
+		add(&cur[1], 10000 * steady1 * (0.8 + 0.4 * rand_r(seed) / RAND_MAX), 1);
+	}
+}
+
+static void test_own_spread(void **state)
+{
+	struct bn_component c[2] = { 0 };
+	struct bn_hist cur[2];
+	unsigned int seed = 3;
+	const struct bn_config *cfg = &bn_default_config;
+	int flagged = 0;
+
+	(void)state;
+	for (size_t i = 0; i < cfg->warmup + 200; i++) {
+		wander(cur, &seed, 1, 1);
+		flagged += bn_interval(c, cur, 2, cfg) >= 0;
+	}
+	assert_int_equal(flagged, 0);
+	assert_true(sqrt(c[0].spread_var) > 0.3 && sqrt(c[1].spread_var) < 0.05);
+	/* the wandering one at 4.5x its usual (what it shows by itself, and a little more) */
+	for (int i = 0; i < 3; i++) {
+		memset(cur, 0, sizeof(cur));
+		add(&cur[0], 9000, 200);
+		add(&cur[1], 10000, 200);
+		assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
+		assert_true(c[0].a > cfg->min_effect && c[0].sigmas < cfg->min_sigmas);
+	}
+	memset(cur, 0, sizeof(cur));
+	add(&cur[0], 80000, 200);
+	add(&cur[1], 10000, 200);
+	assert_int_equal(bn_interval(c, cur, 2, cfg), 0);
+	/* the steady one at 4.5x */
+	wander(cur, &seed, 4.5, 1);
+	memset(&cur[0], 0, sizeof(cur[0]));
+	add(&cur[0], 2000, 200);
+	assert_int_equal(bn_interval(c, cur, 2, cfg), 1);
+}
+
+/*
+ * A queue draining (a rate limit lifted): a few packets a thousand times slower, most not.
+ * Not a departure, and not learned either: the baseline's mean and spread stay, and the
+ * next real slowdown still departs.
+ */
+static void test_drain_not_learned(void **state)
+{
+	struct bn_component c[2] = { 0 };
+	struct bn_hist cur[2];
+	unsigned int seed = 13;
+	const struct bn_config *cfg = &bn_default_config;
+	double mean, spread;
+
+	(void)state;
+	for (size_t i = 0; i < cfg->warmup + 20; i++) {
+		steady(cur, &seed, 1);
+		bn_interval(c, cur, 2, cfg);
+	}
+	mean = c[1].base.sum_ns;
+	spread = c[1].spread_var;
+	for (int i = 0; i < 5; i++) {
+		steady(cur, &seed, 1);
+		add(&cur[1], 10000 * 1000, 10);
+		assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
+		assert_true(!c[1].departed && c[1].sigmas > cfg->min_sigmas);
+	}
+	assert_true(c[1].base.sum_ns == mean && c[1].spread_var == spread);
+	steady(cur, &seed, 3);
+	assert_int_equal(bn_interval(c, cur, 2, cfg), 1);
+}
+
 /* A busy host: every component 3x slower. All are, alike: none is the bottleneck. */
 static void fill(struct bn_hist *cur, size_t n, unsigned int *seed, const double *scale)
 {
@@ -192,7 +273,7 @@ static void test_loaded_baseline(void **state)
 
 	(void)state;
 	add(&base, 5000, 1000);
-	bn_component_load(&c, &base, 1000);
+	bn_component_load(&c, &base, 1000, 0, 0);
 	assert_true(c.ready && fabs(c.base.sum_ns - 5000) < 1e-6);
 	add(&cur[0], 50000, 100);
 	assert_int_equal(bn_interval(&c, cur, 1, &bn_default_config), 0);
@@ -207,6 +288,8 @@ int main(void)
 		cmocka_unit_test(test_mann_whitney),
 		cmocka_unit_test(test_interval),
 		cmocka_unit_test(test_small_shift_not_flagged),
+		cmocka_unit_test(test_own_spread),
+		cmocka_unit_test(test_drain_not_learned),
 		cmocka_unit_test(test_host_wide_slowdown),
 		cmocka_unit_test(test_loaded_baseline),
 	};
