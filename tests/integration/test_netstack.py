@@ -330,6 +330,18 @@ def test_sampling(hosts, cleanup):
     cleanup.add(lambda: sink.poll() is None and (sink.kill(), sink.wait()))
     agents = {n: Agent(cleanup, "--modules", "netstack", "--netstack-sample", str(n),
                        wait_for_module=False) for n in (1, 2)}
+    try:
+        sampled_path(hosts, port, agents)
+    finally:  # not left to the end: beside the scenarios' view they double its work
+        for a in agents.values():
+            a.stop()
+        sink.kill()
+        sink.wait()
+
+
+def sampled_path(hosts, port, agents):
+    """test_sampling's measurement, with its agents and sink running."""
+    h1, h2, sw = hosts.names[0], hosts.names[1], hosts.switch
     for a in agents.values():
         settle(a, lambda m: select(m, "plumb_module_up", module="netstack"), timeout=10)
     time.sleep(1)
