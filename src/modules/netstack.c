@@ -71,7 +71,15 @@ struct netstack_state {
 	struct netstack_recorded *recorded;
 	size_t nrecorded;
 	struct bn_config cfg;
+	/* the per-packet and per-socket maps' entries, counted at most every NETSTACK_COUNT_MS */
+	uint64_t counted_ms, in_pkts, in_sends, in_recvs, in_udp;
 };
+
+/*
+ * Counting walks the keys (one syscall each, up to 65,536 for ns_pkts: tens of ms), so the
+ * counts are refreshed at most this often, not at every scrape.
+ */
+#define NETSTACK_COUNT_MS 10000
 
 static uint32_t netns_inode(const char *path)
 {
@@ -332,6 +340,20 @@ static int netstack_collect(struct plumb_module *m, struct prom_writer *w)
 	return w->err;
 }
 
+/* Entries in a map keyed by a pointer (skb or socket). */
+static uint64_t map_entries(struct bpf_map *map)
+{
+	int fd = bpf_map__fd(map);
+	__u64 key, *prev = NULL;
+	uint64_t n = 0;
+
+	while (!bpf_map_get_next_key(fd, prev, &key)) {
+		prev = &key;
+		n++;
+	}
+	return n;
+}
+
 static void netstack_health(struct plumb_module *m, struct module_health *h)
 {
 	struct netstack_state *s = m->priv;
@@ -344,6 +366,21 @@ static void netstack_health(struct plumb_module *m, struct module_health *h)
 	for (__u32 r = 0; r < NS_LOST_REASONS; r++)
 		health_add_lost(h, reasons[r], lost[r]);
 	health_add_map(h, "ns_hists", s->nseries, NETSTACK_HISTS_MAX);
+	/*
+	 * LRU maps: full, they drop their least recently used entries to make room, uncounted
+	 * (docs/netstack.md, section 3): entries at capacity say that this is happening.
+	 */
+	if (!s->counted_ms || monotonic_ms() - s->counted_ms >= NETSTACK_COUNT_MS) {
+		s->in_pkts = map_entries(s->skel->maps.ns_pkts);
+		s->in_sends = map_entries(s->skel->maps.ns_sends);
+		s->in_recvs = map_entries(s->skel->maps.ns_recvs);
+		s->in_udp = map_entries(s->skel->maps.ns_udp);
+		s->counted_ms = monotonic_ms();
+	}
+	health_add_map(h, "ns_pkts", s->in_pkts, NETSTACK_PKTS_MAX);
+	health_add_map(h, "ns_sends", s->in_sends, NETSTACK_SENDS_MAX);
+	health_add_map(h, "ns_recvs", s->in_recvs, NETSTACK_RECVS_MAX);
+	health_add_map(h, "ns_udp", s->in_udp, NETSTACK_UDP_MAX);
 	h->obj = s->skel->obj;
 }
 

@@ -73,6 +73,12 @@ def test_path(agent, hosts, cleanup):
     assert not missing, f"components not seen: {missing}; seen: " + str(sorted(
         (dict(k)["component"], dict(k)["device"], dict(k)["netns"]) for k in
         select(m, "plumb_netstack_latency_seconds_count")))
+    # the per-packet and per-socket maps' fill is exported (LRU: at capacity they evict)
+    for name, cap in (("ns_pkts", 65536), ("ns_sends", 16384), ("ns_recvs", 16384),
+                      ("ns_udp", 16384), ("ns_hists", 4096)):
+        got = value(m, "plumb_map_capacity", module="netstack", map=name)
+        entries = value(m, "plumb_map_entries", module="netstack", map=name)
+        assert got == cap and 0 <= entries <= cap, f"{name}: {entries} of {got}"
 
 
 UDP_RECEIVER = """
