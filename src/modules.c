@@ -6,6 +6,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "clock.h"
 #include "plumb.h"
 
 struct plumb_module *plumb_modules[] = {
@@ -42,6 +43,13 @@ void health_add_lost(struct module_health *h, const char *reason, uint64_t count
 		return;
 	h->lost[h->nlost].reason = reason;
 	h->lost[h->nlost++].count = count;
+}
+
+bool grace_over(uint64_t *since_ms, uint64_t now_ms, unsigned int grace_s)
+{
+	if (!*since_ms)
+		*since_ms = monotonic_ms();
+	return now_ms >= *since_ms + (uint64_t)grace_s * 1000;
 }
 
 void module_attach_settle(struct plumb_module *m, bool attached)

@@ -96,6 +96,14 @@ void percpu_counters_sum(int map_fd, uint32_t n, uint64_t *out);
 void health_add_map(struct module_health *h, const char *name, uint64_t entries, uint64_t capacity);
 void health_add_lost(struct module_health *h, const char *reason, uint64_t count);
 
+/*
+ * A removed cgroup's (or ended process's) grace period, kept in *since_ms (0 while it
+ * exists): dates the removal the first time it is seen (the clock read then, not the tick's
+ * start, which a slow read before may put ahead of the removal) and says whether grace_s has
+ * passed by now_ms.
+ */
+bool grace_over(uint64_t *since_ms, uint64_t now_ms, unsigned int grace_s);
+
 /* Turns every "chosen" attach point into "attached", or into "not attached" after a failure. */
 void module_attach_settle(struct plumb_module *m, bool attached);
 

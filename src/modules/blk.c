@@ -168,9 +168,7 @@ static void expiry_visit(const void *node, VISIT which, int depth)
 		e->gone_since_ms = 0;
 		return;
 	}
-	if (!e->gone_since_ms) /* when seen: not the tick's start, before a slow read */
-		e->gone_since_ms = monotonic_ms();
-	if (expiry_now >= e->gone_since_ms + (uint64_t)s->grace_s * 1000)
+	if (grace_over(&e->gone_since_ms, expiry_now, s->grace_s))
 		expiry_victims[expiry_n++] = e;
 }
 

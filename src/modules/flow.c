@@ -1051,9 +1051,7 @@ static void expiry_visit(const void *node, VISIT which, int depth)
 		a->gone_since_ms = 0;
 		return;
 	}
-	if (!a->gone_since_ms) /* when seen: not the tick's start, before a slow read */
-		a->gone_since_ms = monotonic_ms();
-	else if (expiry_now >= a->gone_since_ms + 1000ull * s->grace_s && expiry_n < FLOW_BATCH)
+	if (grace_over(&a->gone_since_ms, expiry_now, s->grace_s) && expiry_n < FLOW_BATCH)
 		expiry_victims[expiry_n++] = a;
 }
 
@@ -1079,11 +1077,7 @@ static void end_expiry_visit(const void *node, VISIT which, int depth)
 		e->gone_since_ms = 0;
 		return;
 	}
-	if (!e->gone_since_ms)
-		e->gone_since_ms =
-			monotonic_ms(); /* when seen: not the tick's start, before a slow read */
-	else if (expiry_now >= e->gone_since_ms + 1000ull * s->grace_s &&
-		 end_victims_n < FLOW_BATCH)
+	if (grace_over(&e->gone_since_ms, expiry_now, s->grace_s) && end_victims_n < FLOW_BATCH)
 		end_victims[end_victims_n++] = e;
 }
 

@@ -272,9 +272,7 @@ static int expire_entry(struct io_state *s, struct io_entry *e, int cgroup_exist
 		e->gone_since_ms = 0;
 		return 0;
 	}
-	if (!e->gone_since_ms) /* when seen: not the tick's start, before a slow read */
-		e->gone_since_ms = monotonic_ms();
-	if (now_ms < e->gone_since_ms + (uint64_t)s->grace_s * 1000)
+	if (!grace_over(&e->gone_since_ms, now_ms, s->grace_s))
 		return 0;
 	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.io_stats), &e->key);
 	return 1;

@@ -311,9 +311,7 @@ static void expiry_visit(const void *node, VISIT which, int depth)
 		c->gone_since_ms = 0;
 		return;
 	}
-	if (!c->gone_since_ms) /* when seen: not the tick's start, before a slow read */
-		c->gone_since_ms = monotonic_ms();
-	if (expiry_now >= c->gone_since_ms + (uint64_t)expiry_state->grace_s * 1000)
+	if (grace_over(&c->gone_since_ms, expiry_now, expiry_state->grace_s))
 		expiry_victims[expiry_n++] = c;
 }
 
