@@ -89,10 +89,11 @@ void bn_component_load(struct bn_component *c, const struct bn_hist *base, doubl
 /*
  * One interval: cur[i] holds component i's samples of the interval. Judges each component
  * against its baseline scaled by the host-wide factor (the median component's slowdown, with
- * three components or more) and its own interval-to-interval variation, marks the bottleneck (the departed component with the largest
- * mean increase beyond that factor, when it is more than min_share of all the components'
- * increases), then learns from the components not departed. Returns the bottleneck's index
- * or -1.
+ * three components or more) and against its own interval-to-interval spread, marks the
+ * bottleneck (the departed component with the largest mean increase beyond that factor, when
+ * it is more than min_share of all the components' increases), then learns from the
+ * components not departed (each series not from an interval whose mean stands out of its
+ * spread). Returns the bottleneck's index or -1.
  */
 int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 		const struct bn_config *cfg);

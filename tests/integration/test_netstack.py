@@ -416,12 +416,28 @@ def test_view(hosts, cleanup):
                 names = {(x["component"], x["device"], x["netns"])
                          for x in json.load(f)["series"]}
             assert ("socket", "eth0", h2) in names, names
+            # each series' interval-to-interval spread goes with it: set here to 0.5, a
+            # recording made in fewer than 10 intervals has none learned (0)
+            with open(rec) as f:
+                doc = json.load(f)
+            assert all(x["spread_sd"] == 0 for x in doc["series"]), doc["series"]
+            for x in doc["series"]:
+                x["spread_sd"] = 0.5
+            with open(rec, "w") as f:
+                json.dump(doc, f)
         else:  # the recorded series have their baselines from their first samples on (a
             # learned baseline needs 10 intervals with samples: more than the view runs)
             ready = [c for d in docs for c in d["components"] if c["samples_per_s"] > 0
                      and (c["component"], c["device"], c["netns"]) in names]
             assert ready and all(c["baseline_ready"] for c in ready), \
                 f"recorded baselines not applied: {ready}"
+            # and their spreads: 0.5, moved at most a little by one interval's learning
+            # (weight 0.02), not the 0 of a series without one
+            first = {}
+            for c in ready:
+                first.setdefault((c["component"], c["device"]), c["baseline_spread"])
+            assert all(0.48 <= v <= 0.6 for v in first.values()), \
+                f"recorded spreads not applied: {first}"
 
 
 def test_view_errors():
