@@ -148,7 +148,7 @@ static void interval_print(const struct netstack_options *o, const struct netsta
 		printf("bottleneck: %s (%s) on %s in %s: mean %s against %s in its baseline, "
 		       "%.0f%% "
 		       "of the increase; %.0f%% of its packets slower than the baseline's (z "
-		       "%.1f), its mean %.1f deviations above its intervals' norm%s\n",
+		       "%.1f), its median %.1f deviations above its intervals' norm%s\n",
 		       netstack_component_names[b->component],
 		       netstack_component_direction[b->component], b->device, b->netns_name, mean,
 		       base, 100 * b->bn.share, 100 * b->bn.a, b->bn.z, b->bn.sigmas,

@@ -133,7 +133,7 @@ static void learn(struct bn_component *c, const struct bn_hist *cur, double n,
 	double lr, d;
 
 	if (!c->ready) {
-		double l = log(cur->sum_ns / n > 1 ? cur->sum_ns / n : 1), k, lsum, lsq;
+		double l = log(c->p50 > 1 ? c->p50 : 1), k, lsum, lsq, base_p50;
 
 		for (int b = 0; b < NETSTACK_BUCKETS; b++)
 			c->warm.count[b] += cur->count[b];
@@ -147,14 +147,15 @@ static void learn(struct bn_component *c, const struct bn_hist *cur, double n,
 		lsq = c->warm_lsq;
 		bn_component_load(c, &c->warm, fmin(bn_hist_total(&c->warm), cfg->max_base_samples),
 				  0, 0);
-		/* the warm-up intervals' means around the baseline's: the first norm of the spread */
-		c->spread_mu = lsum / k - log(c->base.sum_ns > 1 ? c->base.sum_ns : 1);
+		/* the warm-up intervals' medians around the baseline's: the first norm of the spread */
+		base_p50 = bn_hist_quantile(&c->base, 0.5);
+		c->spread_mu = lsum / k - log(base_p50 > 1 ? base_p50 : 1);
 		c->spread_var = fmax(0, lsq / k - (lsum / k) * (lsum / k));
 		c->spread_n = k;
 		return;
 	}
 	/* the spread first, against the baseline this interval was judged by */
-	lr = log_ratio(cur->sum_ns / n, c->host_factor * c->base.sum_ns);
+	lr = log_ratio(c->p50, c->host_factor * c->base_p50);
 	d = lr - c->spread_mu;
 	c->spread_mu += cfg->alpha * d;
 	c->spread_var = (1 - cfg->alpha) * (c->spread_var + cfg->alpha * d * d);
@@ -164,6 +165,19 @@ static void learn(struct bn_component *c, const struct bn_hist *cur, double n,
 			(1 - cfg->alpha) * c->base.count[b] + cfg->alpha * cur->count[b] / n;
 	c->base.sum_ns = (1 - cfg->alpha) * c->base.sum_ns + cfg->alpha * cur->sum_ns / n;
 	c->base_samples = fmin(c->base_samples + n, cfg->max_base_samples);
+}
+
+/*
+ * A series' interval that stands out of its norm without departing is not learned: its median
+ * (a slowdown just short of significant), or its mean, by the same yardstick (a queue
+ * draining after a rate limit is lifted: a few packets hundreds of times slower, most not).
+ * Either, learned, would raise the baseline or its spread until the next trial passes unseen.
+ */
+static bool stands_out(const struct bn_component *c, const struct bn_config *cfg)
+{
+	return c->ready && (c->sigmas >= cfg->min_sigmas ||
+			    log_ratio(c->cur_mean, c->host_factor * c->base_mean) >=
+				    cfg->min_sigmas * spread_bound(c, cfg));
 }
 
 static int double_cmp(const void *a, const void *b)
@@ -207,11 +221,9 @@ int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 		x->p50 = bn_hist_quantile(&cur[i], 0.5);
 		x->p99 = bn_hist_quantile(&cur[i], 0.99);
 		x->base_mean = x->ready ? x->base.sum_ns : 0;
-		if (x->ready && x->n >= cfg->min_samples && ratio) {
-			double base_p50 = bn_hist_quantile(&x->base, 0.5);
-
-			ratio[judged++] = base_p50 > 0 ? x->p50 / base_p50 : 1;
-		}
+		x->base_p50 = x->ready ? bn_hist_quantile(&x->base, 0.5) : 0;
+		if (x->ready && x->n >= cfg->min_samples && ratio)
+			ratio[judged++] = x->base_p50 > 0 ? x->p50 / x->base_p50 : 1;
 	}
 	/*
 	 * The host-wide factor: the median component's slowdown (with three components or
@@ -233,12 +245,16 @@ int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 			continue;
 		hist_scale(&x->base, host, &scaled);
 		bn_mann_whitney(&scaled, x->base_samples, &cur[i], &x->a, &x->z);
-		x->sigmas = (log_ratio(x->cur_mean, host * x->base_mean) - x->spread_mu) /
+		x->sigmas = (log_ratio(x->p50, host * x->base_p50) - x->spread_mu) /
 			    spread_bound(x, cfg);
 		/*
 		 * Significant and large against the baseline's samples, and beyond what this
-		 * series' interval means do by themselves: a reader woken late for a second
-		 * doubles its socket's mean, which is a large effect but the series' normal.
+		 * series' interval medians do by themselves: a reader woken late for a second
+		 * doubles its socket's time, which is a large effect but the series' normal.
+		 * The median, not the mean: one packet held a millisecond by a preempted CPU
+		 * doubles a 1 us component's mean over a few hundred packets, and the means'
+		 * spread (three times the medians' on this project's test host) would hide a
+		 * tenfold slowdown of every packet.
 		 */
 		x->departed = x->a >= cfg->min_effect && x->z >= cfg->min_z &&
 			      x->sigmas >= cfg->min_sigmas && x->cur_mean > host * x->base_mean;
@@ -264,13 +280,8 @@ int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 	for (size_t i = 0; i < n; i++)
 		if (c[i].departed)
 			return bottleneck;
-	/*
-	 * Nor from a series' interval whose mean stands out of its norm while most of its
-	 * packets do not: a queue draining after a rate limit is lifted (a few packets hundreds
-	 * of times slower) would raise the baseline's mean and spread until nothing departs.
-	 */
 	for (size_t i = 0; i < n; i++)
-		if (c[i].n >= cfg->min_samples && !(c[i].ready && c[i].sigmas >= cfg->min_sigmas))
+		if (c[i].n >= cfg->min_samples && !stands_out(&c[i], cfg))
 			learn(&c[i], &cur[i], c[i].n, cfg);
 	return bottleneck;
 }

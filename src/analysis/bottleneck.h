@@ -47,8 +47,8 @@ struct bn_config {
 	double max_base_samples; /* a learned baseline counts as at most this many samples */
 	double min_share; /* the bottleneck carries more than this part of the increase */
 	/*
-	 * and its interval mean stands out of the series' own interval-to-interval variation:
-	 * ln(mean / baseline mean) above its learned average by this many standard deviations,
+	 * and its interval median stands out of the series' own interval-to-interval variation:
+	 * ln(p50 / baseline p50) above its learned average by this many standard deviations,
 	 * the deviation taken at its upper 95% confidence bound for the intervals it was learned
 	 * from, and as at least min_spread
 	 */
@@ -64,14 +64,14 @@ struct bn_component {
 	struct bn_hist warm; /* the warm-up intervals' samples, summed */
 	size_t warm_intervals;
 	double base_samples; /* how many samples the baseline stands for */
-	/* ln(interval mean / baseline mean) of normal intervals: average and variance */
+	/* ln(interval p50 / baseline p50) of normal intervals: average and variance */
 	double spread_mu, spread_var;
 	double spread_n; /* how many intervals they stand for (at most 1 / alpha) */
-	double warm_lsum, warm_lsq; /* the warm-up intervals' ln(mean): sum, sum of squares */
+	double warm_lsum, warm_lsq; /* the warm-up intervals' ln(p50): sum, sum of squares */
 	bool ready; /* the baseline is learned (or loaded) */
 	/* the last interval */
-	double n, base_mean, cur_mean, p50, p99, a, z;
-	double sigmas; /* ln(mean / scaled baseline mean) in the series' deviations from its norm */
+	double n, base_mean, base_p50, cur_mean, p50, p99, a, z;
+	double sigmas; /* ln(p50 / scaled baseline p50) in the series' deviations from its norm */
 	bool departed; /* significantly slower than its baseline */
 	bool bottleneck; /* departed, with most of the increase (more than min_share) */
 	double share; /* its part of the sum of the components' mean increases */
@@ -80,7 +80,7 @@ struct bn_component {
 
 /*
  * Sets a component's baseline from a distribution (a recording): it is ready at once. spread_mu
- * and spread_sd: its intervals' ln(mean / baseline mean), average and deviation (0 and 0 when
+ * and spread_sd: its intervals' ln(p50 / baseline p50), average and deviation (0 and 0 when
  * unknown: min_spread then stands for the deviation).
  */
 void bn_component_load(struct bn_component *c, const struct bn_hist *base, double samples,
@@ -92,8 +92,8 @@ void bn_component_load(struct bn_component *c, const struct bn_hist *base, doubl
  * three components or more) and against its own interval-to-interval spread, marks the
  * bottleneck (the departed component with the largest mean increase beyond that factor, when
  * it is more than min_share of all the components' increases), then learns from the
- * components not departed (each series not from an interval whose mean stands out of its
- * spread). Returns the bottleneck's index or -1.
+ * components not departed (each series not from an interval whose median or mean stands
+ * out of its spread). Returns the bottleneck's index or -1.
  */
 int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 		const struct bn_config *cfg);
