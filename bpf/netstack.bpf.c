@@ -93,6 +93,13 @@ struct {
 	__type(value, __u64);
 } ns_lost SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NS_MAPS * 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} ns_churn SEC(".maps");
+
 static const struct netstack_hist zero_hist;
 
 static __always_inline void count_lost(__u32 reason)
@@ -101,6 +108,30 @@ static __always_inline void count_lost(__u32 reason)
 
 	if (n)
 		*n += 1;
+}
+
+static __always_inline void churn(__u32 i)
+{
+	__u64 *n = bpf_map_lookup_elem(&ns_churn, &i);
+
+	if (n)
+		*n += 1;
+}
+
+/*
+ * An LRU map's new entry and a deleted one, counted: what was inserted, not deleted and is
+ * not there was evicted (user space compares with a walk of the keys).
+ */
+static __always_inline void lru_insert(void *map, __u32 m, void *key, void *value)
+{
+	if (!bpf_map_update_elem(map, key, value, BPF_NOEXIST))
+		churn(NS_CHURN_INSERT(m));
+}
+
+static __always_inline void lru_delete(void *map, __u32 m, void *key)
+{
+	if (!bpf_map_delete_elem(map, key))
+		churn(NS_CHURN_DELETE(m));
 }
 
 static __always_inline __u64 mix(__u64 h, __u64 v)
@@ -194,7 +225,7 @@ static __always_inline void pkt_drop(__u64 key, struct netstack_pkt *p)
 {
 	if (p->stage != NS_ST_PROBE && p->stage != NS_ST_RECEIVE && p->stage != NS_ST_SENT)
 		count_lost(NS_LOST_UNMATCHED);
-	bpf_map_delete_elem(&ns_pkts, &key);
+	lru_delete(&ns_pkts, NS_MAP_PKTS, &key);
 }
 
 /*
@@ -286,7 +317,7 @@ static __always_inline void send_end(struct sk_buff *skb, struct netstack_pkt *p
 	if (!done)
 		return;
 	if (done >= snd->n) {
-		bpf_map_delete_elem(&ns_sends, &key);
+		lru_delete(&ns_sends, NS_MAP_SENDS, &key);
 		return;
 	}
 	for (i = 0; i + done < NETSTACK_SEND_SLOTS; i++) {
@@ -332,7 +363,7 @@ int BPF_PROG(ns_queue, struct sk_buff *skb)
 	n.fp = fp;
 	n.stage = NS_ST_QUEUE;
 	dev_ids(skb->dev, &n.ifindex, &n.netns);
-	bpf_map_update_elem(&ns_pkts, &key, &n, BPF_ANY);
+	lru_insert(&ns_pkts, NS_MAP_PKTS, &key, &n);
 	if (send_on)
 		send_end(skb, &n, n.ts);
 	return 0;
@@ -361,7 +392,7 @@ int BPF_PROG(ns_sendmsg, struct sock *sk, struct msghdr *msg, struct sk_buff *sk
 		fresh.ts[0] = now;
 		fresh.seq[0] = BPF_CORE_READ((struct tcp_sock *)sk, write_seq);
 		fresh.n = 1;
-		bpf_map_update_elem(&ns_sends, &key, &fresh, BPF_NOEXIST);
+		lru_insert(&ns_sends, NS_MAP_SENDS, &key, &fresh);
 		return 0;
 	}
 	n = snd->n;
@@ -402,7 +433,7 @@ int BPF_PROG(ns_xmit, struct sk_buff *skb, int rc, struct net_device *dev)
 	if (!p || p->stage != NS_ST_XMIT)
 		return 0;
 	segment(p, NS_DRIVER, now, NS_ST_SENT);
-	bpf_map_delete_elem(&ns_pkts, &key); /* it left this host */
+	lru_delete(&ns_pkts, NS_MAP_PKTS, &key); /* it left this host */
 	return 0;
 }
 
@@ -512,7 +543,7 @@ int BPF_PROG(ns_probe, struct sock *sk, struct sk_buff *skb)
 		fresh.netns[0] = p->netns;
 		fresh.ifindex[0] = p->ifindex;
 		fresh.n = 1;
-		bpf_map_update_elem(&ns_recvs, &sk_key, &fresh, BPF_NOEXIST);
+		lru_insert(&ns_recvs, NS_MAP_RECVS, &sk_key, &fresh);
 		goto done;
 	}
 	n = r->n;
@@ -525,7 +556,7 @@ int BPF_PROG(ns_probe, struct sock *sk, struct sk_buff *skb)
 		r->n = n + 1;
 	} /* else: the socket's eight oldest are waiting; this one goes unsampled */
 done:
-	bpf_map_delete_elem(&ns_pkts, &key);
+	lru_delete(&ns_pkts, NS_MAP_PKTS, &key);
 	return 0;
 }
 
@@ -580,7 +611,7 @@ int BPF_PROG(ns_data_ready, const struct sock *sk)
 		return 0;
 	segment(p, NS_PROTOCOL, now, NS_ST_PROBE);
 	skb_key = (__u64)skb;
-	bpf_map_delete_elem(&ns_pkts, &skb_key);
+	lru_delete(&ns_pkts, NS_MAP_PKTS, &skb_key);
 	ahead = udp_ahead(sk, skb);
 	if (ahead < 0)
 		return 0; /* too deep in the queue to count: unsampled from here */
@@ -595,7 +626,7 @@ int BPF_PROG(ns_data_ready, const struct sock *sk)
 		fresh.netns[0] = p->netns;
 		fresh.ifindex[0] = p->ifindex;
 		fresh.n = 1;
-		bpf_map_update_elem(&ns_udp, &key, &fresh, BPF_NOEXIST);
+		lru_insert(&ns_udp, NS_MAP_UDP, &key, &fresh);
 		return 0;
 	}
 	n = w->n;
@@ -643,7 +674,7 @@ int BPF_PROG(ns_recv_length, struct sock *sk, int ret, int flags)
 	if (!done)
 		return 0;
 	if (done >= w->n) {
-		bpf_map_delete_elem(&ns_udp, &key);
+		lru_delete(&ns_udp, NS_MAP_UDP, &key);
 		return 0;
 	}
 	for (i = 0; i + done < NETSTACK_SEND_SLOTS; i++) {
@@ -690,7 +721,7 @@ int BPF_PROG(ns_copy, struct sk_buff *skb, int len)
 	if (!done)
 		return 0;
 	if (done >= r->n) {
-		bpf_map_delete_elem(&ns_recvs, &key);
+		lru_delete(&ns_recvs, NS_MAP_RECVS, &key);
 		return 0;
 	}
 	for (i = 0; i + done < NETSTACK_SEND_SLOTS; i++) {
@@ -712,6 +743,6 @@ int BPF_PROG(ns_kfree, struct sk_buff *skb)
 	if (!followed(skb) || !bpf_map_lookup_elem(&ns_pkts, &key))
 		return 0;
 	count_lost(NS_LOST_DROPPED);
-	bpf_map_delete_elem(&ns_pkts, &key);
+	lru_delete(&ns_pkts, NS_MAP_PKTS, &key);
 	return 0;
 }

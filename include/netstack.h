@@ -149,6 +149,20 @@ struct netstack_recv {
 #define NETSTACK_HISTS_MAX  4096 /* (netns, device, component) */
 #define NETSTACK_MAX_AGE_NS 1000000000ULL /* a segment longer than 1 s: the packet is lost */
 
+/*
+ * The LRU maps, whose evictions are counted from their inserts and deletes (ns_churn, at
+ * NS_CHURN_INSERT and NS_CHURN_DELETE of each map): evicted = inserted - deleted - present.
+ */
+enum netstack_lru_map {
+	NS_MAP_PKTS = 0,
+	NS_MAP_SENDS,
+	NS_MAP_UDP,
+	NS_MAP_RECVS,
+	NS_MAPS,
+};
+#define NS_CHURN_INSERT(m) ((m)*2)
+#define NS_CHURN_DELETE(m) ((m)*2 + 1)
+
 enum netstack_lost_reason {
 	NS_LOST_UNMATCHED = 0, /* a sampled packet's entry overwritten or aged before its end */
 	NS_LOST_DROPPED, /* a sampled packet freed by kfree_skb (a drop) */

@@ -71,15 +71,19 @@ struct netstack_state {
 	struct netstack_recorded *recorded;
 	size_t nrecorded;
 	struct bn_config cfg;
-	/* the per-packet and per-socket maps' entries, counted at most every NETSTACK_COUNT_MS */
-	uint64_t counted_ms, in_pkts, in_sends, in_recvs, in_udp;
+	/*
+	 * The LRU maps' entries and evictions (enum netstack_lru_map), counted at most every
+	 * NETSTACK_COUNT_MS
+	 */
+	uint64_t counted_ms, entries[NS_MAPS], evicted[NS_MAPS];
 };
 
 /*
- * Counting walks the keys (one syscall each, up to 65,536 for ns_pkts: tens of ms), so the
- * counts are refreshed at most this often, not at every scrape.
+ * Counting reads every entry (in batches: 65,536 of ns_pkts are ~2 MB), so the counts are
+ * refreshed at most this often, not at every scrape.
  */
 #define NETSTACK_COUNT_MS 10000
+#define NETSTACK_BATCH	  1024
 
 static uint32_t netns_inode(const char *path)
 {
@@ -340,18 +344,60 @@ static int netstack_collect(struct plumb_module *m, struct prom_writer *w)
 	return w->err;
 }
 
-/* Entries in a map keyed by a pointer (skb or socket). */
+/*
+ * Entries in a hash map keyed by a pointer (skb or socket), read bucket by bucket: a walk by
+ * get_next_key starts over from the first key whenever the key it stands on is deleted, which
+ * on a busy map counts entries twice or never ends.
+ */
 static uint64_t map_entries(struct bpf_map *map)
 {
 	int fd = bpf_map__fd(map);
-	__u64 key, *prev = NULL;
+	__u64 keys[NETSTACK_BATCH], batch = 0;
+	void *values = malloc((size_t)NETSTACK_BATCH * bpf_map__value_size(map));
 	uint64_t n = 0;
+	bool first = true;
 
-	while (!bpf_map_get_next_key(fd, prev, &key)) {
-		prev = &key;
-		n++;
+	if (!values)
+		return 0;
+	for (;;) {
+		__u32 count = NETSTACK_BATCH;
+		int err = bpf_map_lookup_batch(fd, first ? NULL : &batch, &batch, keys, values,
+					       &count, NULL);
+
+		n += count; /* also on the last batch (ENOENT) */
+		first = false;
+		if (err)
+			break;
 	}
+	free(values);
 	return n;
+}
+
+/*
+ * An LRU map full drops its least recently used entries to make room without telling the
+ * program; what was inserted, not deleted and is not there was evicted. The counters are read
+ * before and after the count, which entries come and go during: inserted before it, minus
+ * deleted after it, minus the count, is a bound the evictions have reached (never above them;
+ * short of them by at most the deletes during the count), kept rising.
+ */
+static void lru_count(struct netstack_state *s)
+{
+	struct bpf_map *maps[NS_MAPS] = { s->skel->maps.ns_pkts, s->skel->maps.ns_sends,
+					  s->skel->maps.ns_udp, s->skel->maps.ns_recvs };
+	int fd = bpf_map__fd(s->skel->maps.ns_churn);
+	uint64_t before[NS_MAPS * 2], after[NS_MAPS * 2];
+
+	for (int m = 0; m < NS_MAPS; m++) {
+		int64_t evicted;
+
+		percpu_counters_sum(fd, NS_MAPS * 2, before);
+		s->entries[m] = map_entries(maps[m]);
+		percpu_counters_sum(fd, NS_MAPS * 2, after);
+		evicted = (int64_t)(before[NS_CHURN_INSERT(m)] - after[NS_CHURN_DELETE(m)] -
+				    s->entries[m]);
+		if (evicted > (int64_t)s->evicted[m])
+			s->evicted[m] = (uint64_t)evicted;
+	}
 }
 
 static void netstack_health(struct plumb_module *m, struct module_health *h)
@@ -359,6 +405,11 @@ static void netstack_health(struct plumb_module *m, struct module_health *h)
 	struct netstack_state *s = m->priv;
 	static const char *const reasons[NS_LOST_REASONS] = { "unmatched", "dropped",
 							      "hists_full" };
+	static const char *const maps[NS_MAPS] = { "ns_pkts", "ns_sends", "ns_udp", "ns_recvs" };
+	static const char *const evicted[NS_MAPS] = { "ns_pkts_evicted", "ns_sends_evicted",
+						      "ns_udp_evicted", "ns_recvs_evicted" };
+	static const uint32_t capacity[NS_MAPS] = { NETSTACK_PKTS_MAX, NETSTACK_SENDS_MAX,
+						    NETSTACK_UDP_MAX, NETSTACK_RECVS_MAX };
 	uint64_t lost[NS_LOST_REASONS];
 
 	h->nmaps = h->nlost = 0;
@@ -366,21 +417,14 @@ static void netstack_health(struct plumb_module *m, struct module_health *h)
 	for (__u32 r = 0; r < NS_LOST_REASONS; r++)
 		health_add_lost(h, reasons[r], lost[r]);
 	health_add_map(h, "ns_hists", s->nseries, NETSTACK_HISTS_MAX);
-	/*
-	 * LRU maps: full, they drop their least recently used entries to make room, uncounted
-	 * (docs/netstack.md, section 3): entries at capacity say that this is happening.
-	 */
 	if (!s->counted_ms || monotonic_ms() - s->counted_ms >= NETSTACK_COUNT_MS) {
-		s->in_pkts = map_entries(s->skel->maps.ns_pkts);
-		s->in_sends = map_entries(s->skel->maps.ns_sends);
-		s->in_recvs = map_entries(s->skel->maps.ns_recvs);
-		s->in_udp = map_entries(s->skel->maps.ns_udp);
+		lru_count(s);
 		s->counted_ms = monotonic_ms();
 	}
-	health_add_map(h, "ns_pkts", s->in_pkts, NETSTACK_PKTS_MAX);
-	health_add_map(h, "ns_sends", s->in_sends, NETSTACK_SENDS_MAX);
-	health_add_map(h, "ns_recvs", s->in_recvs, NETSTACK_RECVS_MAX);
-	health_add_map(h, "ns_udp", s->in_udp, NETSTACK_UDP_MAX);
+	for (int i = 0; i < NS_MAPS; i++) {
+		health_add_map(h, maps[i], s->entries[i], capacity[i]);
+		health_add_lost(h, evicted[i], s->evicted[i]);
+	}
 	h->obj = s->skel->obj;
 }
 

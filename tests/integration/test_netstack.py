@@ -165,6 +165,54 @@ def tbf_window(agent, hosts, cleanup, snap, qdisc):
     iperf(hosts, cleanup, ["-u", "-b", TBF_OFFER, "-l", str(PAYLOAD)], 6, during=window)
 
 
+HELD = 90_000  # datagrams held in a qdisc: more than ns_pkts' 65,536 entries
+HOLD_SENDER = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, 32, 1 << 30)  # SO_SNDBUFFORCE: each held skb is charged here
+for _ in range(int(sys.argv[2])):
+    s.sendto(b"x", (sys.argv[1], 9))
+"""
+
+
+def test_evictions(agent, hosts, cleanup):
+    """90,000 sampled datagrams held at once in a TBF queue (8 kbit/s: a few leave): ns_pkts,
+    an LRU map of 65,536, evicts the oldest, and the count exported is what was inserted, not
+    deleted and not there. Ground truth: the qdisc's own backlog, and the map's entries."""
+    h1 = hosts.names[0]
+
+    def counts():
+        m = agent.metrics()
+        return (value(m, "plumb_events_lost_total", module="netstack", reason="ns_pkts_evicted"),
+                value(m, "plumb_map_entries", module="netstack", map="ns_pkts"))
+    evicted0, entries0 = counts()
+    sh("ip", "netns", "exec", h1, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate",
+       "8kbit", "burst", "1600", "limit", "100000000")
+    try:
+        sh("ip", "netns", "exec", h1, sys.executable, "-c", HOLD_SENDER, hosts.addrs[1],
+           str(HELD))
+        out = sh("ip", "netns", "exec", h1, "tc", "-s", "qdisc", "show", "dev", "eth0").stdout
+        held = int(re.search(r"backlog \S+ (\d+)p", out).group(1))
+        assert held > 65536 + 10_000, f"only {held} datagrams held: {out}"
+        # the agent counts its LRU maps at most every 10 s
+        deadline = time.time() + 25
+        while time.time() < deadline:
+            evicted, entries = counts()
+            if evicted > evicted0:
+                break
+            time.sleep(1)
+    finally:
+        sh("ip", "netns", "exec", h1, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+    # inserted - deleted - present: the held ones, and those in the map before, less the
+    # entries now; short of it by the few sent on meanwhile (8 kbit/s of 43-byte frames)
+    want = held + entries0 - entries
+    print(f"  {held} datagrams held; ns_pkts {entries:.0f} entries (before {entries0:.0f}); "
+          f"evicted {evicted - evicted0:.0f}, expected {want:.0f}")
+    assert 60_000 <= entries <= 65536, f"ns_pkts: {entries} entries"
+    assert want - 200 <= evicted - evicted0 <= want + 50, \
+        f"evicted {evicted - evicted0}, expected {want} (held {held}, entries {entries0} -> {entries})"
+
+
 NETWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
                        "network")
 MESSAGES = 2000
@@ -710,6 +758,8 @@ def main():
                   "the sk_data_ready tracepoint (6.6)")
         runner.run("netstack: qdisc time under TBF is the queue over the rate", test_tbf,
                    agent, hosts, cleanup)
+        runner.run("netstack: LRU evictions counted, exact", test_evictions, agent, hosts,
+                   cleanup)
         # From here on the tests start their own plumb: the accuracy test its agent after
         # bpftrace, the scenarios `plumb netstack` alone, as an operator would (the agent's
         # programs beside the view's double each packet's work, and in a 6.1 guest that made
