@@ -188,9 +188,12 @@ static __always_inline void dev_ids(struct net_device *dev, __u32 *ifindex, __u3
 	*netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
 }
 
-static __always_inline void hist_add_at(__u32 netns, __u32 ifindex, __u32 component, __u64 ns)
+static __always_inline void hist_add_at(__u32 netns, __u32 ifindex, __u32 component, __u64 cgroup,
+					__u64 ns)
 {
-	struct netstack_key k = { .netns = netns, .ifindex = ifindex, .component = component };
+	struct netstack_key k = {
+		.netns = netns, .ifindex = ifindex, .component = component, .cgroup = cgroup
+	};
 	struct netstack_hist *h = bpf_map_lookup_elem(&ns_hists, &k);
 	__u64 b;
 
@@ -217,7 +220,7 @@ static __always_inline void hist_add_at(__u32 netns, __u32 ifindex, __u32 compon
 
 static __always_inline void hist_add(struct netstack_pkt *p, __u32 component, __u64 ns)
 {
-	hist_add_at(p->netns, p->ifindex, component, ns);
+	hist_add_at(p->netns, p->ifindex, component, 0, ns);
 }
 
 /* Whether a lost entry was mid-path: one that reached its last event is complete. */
@@ -311,7 +314,7 @@ static __always_inline void send_end(struct sk_buff *skb, struct netstack_pkt *p
 		if (off >= len)
 			count_lost(NS_LOST_UNMATCHED); /* it left in a packet not followed */
 		else if (now > snd->ts[i] && now - snd->ts[i] <= NETSTACK_MAX_AGE_NS)
-			hist_add(p, NS_SEND, now - snd->ts[i]);
+			hist_add_at(p->netns, p->ifindex, NS_SEND, snd->cgroup, now - snd->ts[i]);
 		done++;
 	}
 	if (!done)
@@ -392,9 +395,11 @@ int BPF_PROG(ns_sendmsg, struct sock *sk, struct msghdr *msg, struct sk_buff *sk
 		fresh.ts[0] = now;
 		fresh.seq[0] = BPF_CORE_READ((struct tcp_sock *)sk, write_seq);
 		fresh.n = 1;
+		fresh.cgroup = bpf_get_current_cgroup_id();
 		lru_insert(&ns_sends, NS_MAP_SENDS, &key, &fresh);
 		return 0;
 	}
+	snd->cgroup = bpf_get_current_cgroup_id();
 	n = snd->n;
 	barrier_var(n);
 	if (n >= NETSTACK_SEND_SLOTS)
@@ -668,7 +673,8 @@ int BPF_PROG(ns_recv_length, struct sock *sk, int ret, int flags)
 		if (!now)
 			now = bpf_ktime_get_ns();
 		if (now > w->ts[i] && now - w->ts[i] <= NETSTACK_MAX_AGE_NS)
-			hist_add_at(w->netns[i], w->ifindex[i], NS_SOCKET, now - w->ts[i]);
+			hist_add_at(w->netns[i], w->ifindex[i], NS_SOCKET,
+				    bpf_get_current_cgroup_id(), now - w->ts[i]);
 		done++; /* only the oldest can be read: the queue is in order */
 	}
 	if (!done)
@@ -713,7 +719,8 @@ int BPF_PROG(ns_copy, struct sk_buff *skb, int len)
 		/* far behind the reader: left by an earlier socket at this address */
 		if (copied + len - r->seq[i] <= NETSTACK_RECV_REACH && now > r->ts[i] &&
 		    now - r->ts[i] <= NETSTACK_MAX_AGE_NS)
-			hist_add_at(r->netns[i], r->ifindex[i], NS_SOCKET, now - r->ts[i]);
+			hist_add_at(r->netns[i], r->ifindex[i], NS_SOCKET,
+				    bpf_get_current_cgroup_id(), now - r->ts[i]);
 		else
 			count_lost(NS_LOST_UNMATCHED);
 		done++;

@@ -92,6 +92,11 @@ struct netstack_key {
 	__u32 ifindex;
 	__u32 component; /* enum netstack_component */
 	__u32 pad;
+	/*
+	 * The workload's cgroup where the socket's process is known (send: the sender's, at its
+	 * send; socket: the reader's, at its copy), else 0
+	 */
+	__u64 cgroup;
 };
 
 struct netstack_hist {
@@ -112,6 +117,7 @@ struct netstack_send {
 	__u32 seq[NETSTACK_SEND_SLOTS]; /* each send's first byte: the socket's write_seq then */
 	__u32 n; /* slots in use, from 0 */
 	__u32 pad;
+	__u64 cgroup; /* the sender's, at its last send */
 };
 
 /*

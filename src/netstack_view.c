@@ -71,6 +71,7 @@ static struct json_object *interval_json(const struct netstack_options *o,
 			json_object_new_string(netstack_component_direction[x[i].component]));
 		json_object_object_add(c, "device", json_object_new_string(x[i].device));
 		json_object_object_add(c, "netns", json_object_new_string(x[i].netns_name));
+		json_object_object_add(c, "workload", json_object_new_string(x[i].workload));
 		json_object_object_add(c, "samples_per_s", json_object_new_double(x[i].rate));
 		json_object_object_add(c, "p50_s", json_object_new_double(x[i].bn.p50 / 1e9));
 		json_object_object_add(c, "p99_s", json_object_new_double(x[i].bn.p99 / 1e9));
@@ -104,6 +105,7 @@ static struct json_object *interval_json(const struct netstack_options *o,
 			json_object_new_string(netstack_component_direction[b->component]));
 		json_object_object_add(o2, "device", json_object_new_string(b->device));
 		json_object_object_add(o2, "netns", json_object_new_string(b->netns_name));
+		json_object_object_add(o2, "workload", json_object_new_string(b->workload));
 		json_object_object_add(o2, "share", json_object_new_double(b->bn.share));
 		json_object_object_add(doc, "bottleneck", o2);
 	} else {
@@ -123,7 +125,9 @@ static int row_cmp(const void *a, const void *b)
 
 	if (!c)
 		c = strcmp(x->device, y->device);
-	return c ? c : (int)x->component - (int)y->component;
+	if (!c)
+		c = (int)x->component - (int)y->component;
+	return c ? c : strcmp(x->workload, y->workload);
 }
 
 static void interval_print(const struct netstack_options *o, const struct netstack_series *x,
@@ -145,13 +149,14 @@ static void interval_print(const struct netstack_options *o, const struct netsta
 
 		fmt_ns(b->bn.cur_mean, mean, sizeof(mean));
 		fmt_ns(b->bn.base_mean, base, sizeof(base));
-		printf("bottleneck: %s (%s) on %s in %s: mean %s against %s in its baseline, "
+		printf("bottleneck: %s (%s) on %s in %s%s%s: mean %s against %s in its baseline, "
 		       "%.0f%% "
 		       "of the increase; %.0f%% of its packets slower than the baseline's (z "
 		       "%.1f), its median %.1f deviations above its intervals' norm%s\n",
 		       netstack_component_names[b->component],
-		       netstack_component_direction[b->component], b->device, b->netns_name, mean,
-		       base, 100 * b->bn.share, 100 * b->bn.a, b->bn.z, b->bn.sigmas,
+		       netstack_component_direction[b->component], b->device, b->netns_name,
+		       b->workload[0] ? ", workload " : "", b->workload, mean, base,
+		       100 * b->bn.share, 100 * b->bn.a, b->bn.z, b->bn.sigmas,
 		       shown(o, b) ? "" : " [not among the rows shown]");
 	} else {
 		printf("no bottleneck: no component is significantly slower than its baseline%s\n",
@@ -161,8 +166,8 @@ static void interval_print(const struct netstack_options *o, const struct netsta
 		printf("the whole host is slower: the median component takes %.1fx its baseline; "
 		       "each is judged against its baseline scaled so\n",
 		       x[0].bn.host_factor);
-	printf("%-9s %-7s %-16s %-16s %9s %9s %9s %9s %9s\n", "COMPONENT", "DIR", "DEVICE", "NETNS",
-	       "SAMPLES/S", "P50", "P99", "MEAN", "BASELINE");
+	printf("%-9s %-7s %-16s %-16s %9s %9s %9s %9s %9s  %s\n", "COMPONENT", "DIR", "DEVICE",
+	       "NETNS", "SAMPLES/S", "P50", "P99", "MEAN", "BASELINE", "WORKLOAD");
 	for (size_t i = 0; i < n && order; i++)
 		order[i] = i;
 	sort_base = x;
@@ -180,10 +185,10 @@ static void interval_print(const struct netstack_options *o, const struct netsta
 			fmt_ns(c->bn.base_mean, base, sizeof(base));
 		else
 			snprintf(base, sizeof(base), "learning");
-		printf("%-9s %-7s %-16.16s %-16.16s %9.0f %9s %9s %9s %9s%s\n",
+		printf("%-9s %-7s %-16.16s %-16.16s %9.0f %9s %9s %9s %9s  %s%s\n",
 		       netstack_component_names[c->component],
 		       netstack_component_direction[c->component], c->device, c->netns_name,
-		       c->rate, p50, p99, mean, base,
+		       c->rate, p50, p99, mean, base, c->workload,
 		       c->bn.bottleneck ? "  <- bottleneck" :
 		       c->bn.departed	? "  (slower)" :
 					  "");

@@ -26,7 +26,9 @@
 #include "plumb.h"
 #include "probe.h"
 #include "export/prom.h"
+#include "identity/cgroup.h"
 #include "identity/netns.h"
+#include "identity/workload.h"
 #include "netstack.h"
 #include "modules/netstack_module.h"
 #include "netstack.skel.h"
@@ -34,6 +36,7 @@
 #define NETSTACK_INTERVAL_MS 1000
 #define NETSTACK_NAMES_MAX   1024 /* (netns, ifindex) names kept */
 #define NETSTACK_RENAME_MS   5000 /* an unnamed device is looked up again this often */
+#define NETSTACK_RESCAN_MS   1000 /* an unknown cgroup rescans the tree at most this often */
 
 const char *const netstack_component_names[NS_COMPONENTS] = {
 	"send",	   "qdisc",   "driver",	  "crossing", "softirq",
@@ -53,7 +56,7 @@ struct netstack_name {
 
 /* A recorded baseline, applied to the series of that name when it appears. */
 struct netstack_recorded {
-	char component[16], device[32], netns[64];
+	char component[16], device[32], netns[64], workload[128];
 	struct bn_hist base;
 	double samples, spread_mu, spread_sd; /* absent in a recording: 0 (unknown) */
 };
@@ -71,6 +74,8 @@ struct netstack_state {
 	struct netstack_recorded *recorded;
 	size_t nrecorded;
 	struct bn_config cfg;
+	struct cgroup_cache *cgroups; /* NULL: workloads not named */
+	unsigned int grace_s; /* a removed cgroup's series stay this long */
 	/*
 	 * The LRU maps' entries and evictions (enum netstack_lru_map), counted at most every
 	 * NETSTACK_COUNT_MS
@@ -189,7 +194,7 @@ static struct netstack_series *series_get(struct netstack_state *s, const struct
 
 	for (size_t i = 0; i < s->nseries; i++)
 		if (s->series[i].netns == k->netns && s->series[i].ifindex == k->ifindex &&
-		    s->series[i].component == k->component)
+		    s->series[i].component == k->component && s->series[i].cgroup == k->cgroup)
 			return &s->series[i];
 	if (s->nseries == NETSTACK_HISTS_MAX)
 		return NULL; /* the kernel map holds no more */
@@ -198,7 +203,52 @@ static struct netstack_series *series_get(struct netstack_state *s, const struct
 	x->netns = k->netns;
 	x->ifindex = k->ifindex;
 	x->component = k->component;
+	x->cgroup = k->cgroup;
 	return x;
+}
+
+/* The series' workload, once its cgroup resolves. */
+static void series_name_workload(struct netstack_state *s, struct netstack_series *x)
+{
+	const char *path;
+
+	if (!x->cgroup || x->cgroup_path[0] || !s->cgroups)
+		return;
+	path = cgroup_cache_resolve(s->cgroups, x->cgroup, NETSTACK_RESCAN_MS);
+	if (!path)
+		return;
+	snprintf(x->cgroup_path, sizeof(x->cgroup_path), "%s", path);
+	workload_from_cgroup(x->cgroup_path, x->workload, sizeof(x->workload));
+}
+
+/*
+ * A removed cgroup's series go after the grace period, from the kernel's map too (else
+ * workloads that come and go would fill its 4,096 entries); a sample after that starts a new
+ * series.
+ */
+static void series_expire(struct netstack_state *s, uint64_t now)
+{
+	int fd = bpf_map__fd(s->skel->maps.ns_hists);
+
+	for (size_t i = 0; i < s->nseries; i++) {
+		struct netstack_series *x = &s->series[i];
+		struct netstack_key k = { .netns = x->netns,
+					  .ifindex = x->ifindex,
+					  .component = x->component,
+					  .cgroup = x->cgroup };
+
+		if (!x->cgroup || !s->cgroups)
+			continue;
+		if (cgroup_cache_exists(s->cgroups, x->cgroup) == 1) {
+			x->gone_since_ms = 0;
+			continue;
+		}
+		if (!grace_over(&x->gone_since_ms, now, s->grace_s))
+			continue;
+		bpf_map_delete_elem(fd, &k);
+		*x = s->series[--s->nseries];
+		i--;
+	}
 }
 
 /* A series that has no baseline yet takes the recording's of the same name, if any. */
@@ -210,7 +260,8 @@ static void recorded_apply(struct netstack_state *s, struct netstack_series *x)
 		const struct netstack_recorded *r = &s->recorded[i];
 
 		if (!strcmp(netstack_component_names[x->component], r->component) &&
-		    !strcmp(x->device, r->device) && !strcmp(x->netns_name, r->netns)) {
+		    !strcmp(x->device, r->device) && !strcmp(x->netns_name, r->netns) &&
+		    !strcmp(x->workload, r->workload)) {
 			bn_component_load(&x->bn, &r->base, r->samples, r->spread_mu, r->spread_sd);
 			return;
 		}
@@ -233,6 +284,7 @@ int netstack_interval(struct plumb_module *m)
 		free(cur);
 		return -ENOMEM;
 	}
+	series_expire(s, now);
 	while (!bpf_map_get_next_key(fd, prev, &key)) {
 		struct netstack_series *x;
 		struct bn_hist now_total = { 0 };
@@ -258,6 +310,7 @@ int netstack_interval(struct plumb_module *m)
 		n = name_of(s, key.netns, key.ifindex);
 		snprintf(x->device, sizeof(x->device), "%s", n->device);
 		snprintf(x->netns_name, sizeof(x->netns_name), "%s", n->netns_name);
+		series_name_workload(s, x);
 		recorded_apply(s, x);
 	}
 	free(percpu);
@@ -301,19 +354,43 @@ static int netstack_tick(struct plumb_module *m)
 	return netstack_interval(m);
 }
 
+/*
+ * A series' labels: component, direction, device, netns, and the workload and its cgroup
+ * where the socket's process is known ("" where not; a cgroup not resolved, gone before it
+ * could be, by its id: two series must never share their labels).
+ */
+static size_t series_labels(const struct netstack_series *x, struct prom_label *l, char *id,
+			    size_t idlen)
+{
+	l[0] = (struct prom_label){ "component", netstack_component_names[x->component] };
+	l[1] = (struct prom_label){ "direction", netstack_component_direction[x->component] };
+	l[2] = (struct prom_label){ "device", x->device };
+	l[3] = (struct prom_label){ "netns", x->netns_name };
+	if (x->cgroup && !x->cgroup_path[0])
+		snprintf(id, idlen, "id:%llu", (unsigned long long)x->cgroup);
+	else
+		snprintf(id, idlen, "%s", x->cgroup_path);
+	l[4] = (struct prom_label){ "cgroup", id };
+	l[5] = (struct prom_label){ "workload", x->workload };
+	return 6;
+}
+
 static int netstack_collect(struct plumb_module *m, struct prom_writer *w)
 {
 	struct netstack_state *s = m->priv;
 	double bounds[NETSTACK_OCTAVES];
 	uint64_t counts[NETSTACK_OCTAVES + 1];
-	struct prom_label l[4];
+	struct prom_label l[6];
+	char id[sizeof(s->series[0].cgroup_path)];
+	size_t nl;
 
 	/* exported per octave: le = 2^(7 + k) ns */
 	for (int k = 0; k < NETSTACK_OCTAVES; k++)
 		bounds[k] = ldexp(1.0, NETSTACK_MIN_SHIFT + k) / 1e9;
 	prom_family(w, "plumb_netstack_latency_seconds", PROM_HISTOGRAM,
 		    "Time sampled packets spent in a component of the host's network stack "
-		    "(docs/netstack.md), by direction, device and network namespace.");
+		    "(docs/netstack.md), by direction, device, network namespace and, where the "
+		    "socket's process is known, workload.");
 	for (size_t i = 0; i < s->nseries; i++) {
 		const struct netstack_series *x = &s->series[i];
 
@@ -321,25 +398,15 @@ static int netstack_collect(struct plumb_module *m, struct prom_writer *w)
 		counts[0] = (uint64_t)x->total.count[0];
 		for (int b = 1; b < NETSTACK_BUCKETS; b++)
 			counts[(b - 1) / 4 + 1] += (uint64_t)x->total.count[b];
-		l[0] = (struct prom_label){ "component", netstack_component_names[x->component] };
-		l[1] = (struct prom_label){ "direction",
-					    netstack_component_direction[x->component] };
-		l[2] = (struct prom_label){ "device", x->device };
-		l[3] = (struct prom_label){ "netns", x->netns_name };
-		prom_histogram(w, l, 4, bounds, counts, NETSTACK_OCTAVES, x->total.sum_ns / 1e9);
+		nl = series_labels(x, l, id, sizeof(id));
+		prom_histogram(w, l, nl, bounds, counts, NETSTACK_OCTAVES, x->total.sum_ns / 1e9);
 	}
 	prom_family(w, "plumb_netstack_bottleneck", PROM_GAUGE,
 		    "1 while the component is the bottleneck: significantly slower than its "
 		    "baseline, with the largest share of the increase (docs/netstack.md).");
 	for (size_t i = 0; i < s->nseries; i++) {
-		const struct netstack_series *x = &s->series[i];
-
-		l[0] = (struct prom_label){ "component", netstack_component_names[x->component] };
-		l[1] = (struct prom_label){ "direction",
-					    netstack_component_direction[x->component] };
-		l[2] = (struct prom_label){ "device", x->device };
-		l[3] = (struct prom_label){ "netns", x->netns_name };
-		prom_sample(w, l, 4, x->bn.bottleneck ? 1 : 0);
+		nl = series_labels(&s->series[i], l, id, sizeof(id));
+		prom_sample(w, l, nl, s->series[i].bn.bottleneck ? 1 : 0);
 	}
 	return w->err;
 }
@@ -452,6 +519,7 @@ int netstack_baseline_write(struct plumb_module *m, const char *path)
 			json_object_new_string(netstack_component_names[x->component]));
 		json_object_object_add(o, "device", json_object_new_string(x->device));
 		json_object_object_add(o, "netns", json_object_new_string(x->netns_name));
+		json_object_object_add(o, "workload", json_object_new_string(x->workload));
 		json_object_object_add(o, "mean_ns", json_object_new_double(h->sum_ns / t));
 		json_object_object_add(
 			o, "samples", json_object_new_double(x->bn.ready ? x->bn.base_samples : t));
@@ -502,6 +570,7 @@ int netstack_baseline_load(struct plumb_module *m, const char *path, char *err, 
 		const char *comp = json_object_get_string(json_object_object_get(o, "component"));
 		const char *dev = json_object_get_string(json_object_object_get(o, "device"));
 		const char *ns = json_object_get_string(json_object_object_get(o, "netns"));
+		const char *wl = json_object_get_string(json_object_object_get(o, "workload"));
 		struct netstack_recorded *r = &s->recorded[s->nrecorded];
 
 		if (!comp || !dev || !ns || !json_object_object_get_ex(o, "buckets", &v) ||
@@ -510,6 +579,7 @@ int netstack_baseline_load(struct plumb_module *m, const char *path, char *err, 
 		snprintf(r->component, sizeof(r->component), "%s", comp);
 		snprintf(r->device, sizeof(r->device), "%s", dev);
 		snprintf(r->netns, sizeof(r->netns), "%s", ns);
+		snprintf(r->workload, sizeof(r->workload), "%s", wl ? wl : "");
 		for (int b = 0; b < NETSTACK_BUCKETS; b++)
 			r->base.count[b] = json_object_get_double(json_object_array_get_idx(v, b));
 		r->base.sum_ns = json_object_get_double(json_object_object_get(o, "mean_ns"));
@@ -540,6 +610,7 @@ static void netstack_unload(struct plumb_module *m)
 	netstack_bpf__destroy(s->skel);
 	free(s->series);
 	free(s->recorded);
+	cgroup_cache_free(s->cgroups);
 	free(s);
 	m->priv = NULL;
 }
@@ -577,7 +648,10 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 	s->ncpus = libbpf_num_possible_cpus();
 	s->own_netns = netns_inode("/proc/self/ns/net");
 	s->series = calloc(NETSTACK_HISTS_MAX, sizeof(*s->series));
-	if (s->ncpus <= 0 || !s->series) {
+	s->grace_s = cfg->cgroup_grace_s;
+	if (cfg->cgroup_root)
+		s->cgroups = cgroup_cache_new(cfg->cgroup_root, NETSTACK_HISTS_MAX);
+	if (s->ncpus <= 0 || !s->series || (cfg->cgroup_root && !s->cgroups)) {
 		err = -ENOMEM;
 		snprintf(m->error, sizeof(m->error), "out of memory");
 		goto out_unload;

@@ -16,6 +16,10 @@ extern const char *const netstack_component_direction[NS_COMPONENTS];
 /* One (network namespace, device, component): its samples and the analysis's judgement. */
 struct netstack_series {
 	uint32_t netns, ifindex, component;
+	uint64_t cgroup; /* the workload's, where the socket's process is known (else 0) */
+	char cgroup_path[256]; /* under the cgroup2 mount; "" when 0 or not resolved yet */
+	char workload[128]; /* identity/workload.h's name of it */
+	uint64_t gone_since_ms; /* the cgroup removed: since when (the grace period) */
 	char device[32]; /* "vethA", or the ifindex when it cannot be named */
 	char netns_name[64]; /* a name under /run/netns, "host" (the agent's own), or the inode */
 	struct bn_hist total; /* every sample so far */

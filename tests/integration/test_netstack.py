@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import (EMULATED, PLUMB, Agent, Cleanup, Hosts, Runner, free_port,  # noqa: E402
-                 require_root, select, settle, sh, value)
+                 make_cgroup, require_root, select, settle, sh, value)
 
 # bytes/s: the tbf rate, 8mbit, and the UDP flow that saturates it. Emulated guests get a
 # quarter: with a second guest beside it a guest's sender could not keep the queue full at
@@ -211,6 +211,77 @@ def test_evictions(agent, hosts, cleanup):
     assert 60_000 <= entries <= 65536, f"ns_pkts: {entries} entries"
     assert want - 200 <= evicted - evicted0 <= want + 50, \
         f"evicted {evicted - evicted0}, expected {want} (held {held}, entries {entries0} -> {entries})"
+
+
+WORKLOAD_READER = """
+import socket
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(("0.0.0.0", PORT))
+l.listen(1)
+print("ready", flush=True)
+c, _ = l.accept()
+while c.recv(1 << 16):
+    pass
+"""
+
+WORKLOAD_SENDER = """
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], PORT))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+for _ in range(int(sys.argv[2])):
+    s.sendall(b"x" * 1000)
+    time.sleep(0.002)
+s.close()
+"""
+
+
+def test_workloads(hosts, cleanup):
+    """A sender and a reader in cgroups of their own (SLURM jobs by their paths): the
+    components where the socket's process is known (the send, 6.18+, and the socket queue)
+    carry its workload, the others none; the series go, from the kernel's map too, after the
+    cgroup is removed and the grace period (2 s here) has passed."""
+    agent = Agent(cleanup, "--modules", "netstack", "--cgroup-grace", "2",
+                  wait_for_module=False)
+    settle(agent, lambda m: select(m, "plumb_module_up", module="netstack"), timeout=10)
+    tag, n = os.getpid() % 100000, 300
+    send_dir, _ = make_cgroup(cleanup, f"plumbns{tag}/slurm/job_{tag}1")
+    recv_dir, _ = make_cgroup(cleanup, f"plumbns{tag}/slurm/job_{tag}2")
+    sender_wl, reader_wl = f"slurm/{tag}1", f"slurm/{tag}2"
+    port = free_port()
+    rd = hosts.run(1, recv_dir, sys.executable, "-c", f"PORT = {port}" + WORKLOAD_READER,
+                   stdout=subprocess.PIPE, text=True)
+    cleanup.add(lambda: rd.poll() is None and (rd.kill(), rd.wait()))
+    assert rd.stdout.readline().strip() == "ready"
+    snd = hosts.run(0, send_dir, sys.executable, "-c", f"PORT = {port}" + WORKLOAD_SENDER,
+                    hosts.addrs[1], str(n))
+    assert snd.wait(30) == 0 and rd.wait(10) == 0
+    h1, h2 = hosts.names[:2]
+    want = [("socket", "eth0", h2, reader_wl)]
+    if send_component():
+        want.append(("send", "eth0", h1, sender_wl))
+
+    def count(m, c, d, ns, wl):
+        return sum(select(m, "plumb_netstack_latency_seconds_count", component=c, device=d,
+                          netns=ns, workload=wl).values())
+    m = settle(agent, lambda m: all(count(m, *w) >= n for w in want), timeout=5)
+    for w in want:
+        got = count(m, *w)
+        print(f"  {w[0]} on {w[1]} in {w[2][-2:]}: {got:.0f} samples of {n} messages, "
+              f"workload {w[3]}")
+        assert n * 0.97 <= got <= n, f"{w}: {got} samples for {n} messages"
+        assert not count(m, w[0], w[1], w[2], ""), f"{w[:3]} samples without a workload"
+    # the packets' components (no process of theirs) carry none
+    assert select(m, "plumb_netstack_latency_seconds_count", component="backlog",
+                  netns=h2, workload="")
+    hists = value(m, "plumb_map_entries", module="netstack", map="ns_hists")
+    for d in (send_dir, recv_dir):
+        os.rmdir(d)
+    m = settle(agent, lambda m: not any(count(m, *w) for w in want), timeout=10)
+    assert not any(count(m, *w) for w in want), "series of removed cgroups still exported"
+    left = value(m, "plumb_map_entries", module="netstack", map="ns_hists")
+    assert left <= hists - len(want), f"ns_hists: {hists} entries, {left} after the removal"
+    agent.stop()
 
 
 NETWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
@@ -765,6 +836,8 @@ def main():
         # programs beside the view's double each packet's work, and in a 6.1 guest that made
         # the receiver's socket stage 4 ms against 0.35: the slow reader only 3x that)
         agent.stop()
+        runner.run("netstack: workloads of the send and socket components, and their removal",
+                   test_workloads, hosts, cleanup)
         runner.run("netstack: components sum to the end-to-end time, across two nodes",
                    test_accuracy, hosts, cleanup, pod)
         runner.run("netstack: plumb netstack --json, --record and --baseline", test_view,
