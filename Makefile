@@ -12,7 +12,7 @@ DESTDIR    ?=
 CFLAGS     ?= -O2 -g
 CFLAGS     += -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE -DPLUMB_VERSION=\"$(VERSION)\" \
 	      -Iinclude -Isrc -I$(BUILD)
-LDLIBS     += -lbpf -lelf -lz -lmicrohttpd -ljson-c -lcurl -lmetis -lpthread -lm
+LDLIBS     += -lbpf -lelf -lz -lmicrohttpd -ljson-c -lcurl -lmetis -lyaml -lcrypt -lgnutls -lpthread -lm
 BPF_CFLAGS := -target bpf -g -O2 -Wall -Werror -D__TARGET_ARCH_$(ARCH) \
 	      -Ibpf/vmlinux/$(ARCH) -Iinclude -Ibpf
 
@@ -24,7 +24,7 @@ LIB_SRCS := $(filter-out src/main.c,$(wildcard src/*.c src/*/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 
-.PHONY: all deps run test test-unit test-integration test-kernels bench bench-place install clean \
+.PHONY: all deps run test test-unit test-integration test-kernels bench bench-place install clean fuzz \
 	format check-root
 
 all: $(BUILD)/plumb
@@ -69,7 +69,7 @@ run: deps
 	./$(BUILD)/plumb agent
 
 test: deps
-	$(MAKE) all $(UNIT_TESTS) $(BUILD)/iowork $(BUILD)/schedwork $(BUILD)/waitwork $(BUILD)/diagwork $(BUILD)/network
+	$(MAKE) all $(UNIT_TESTS) $(FUZZERS) $(BUILD)/iowork $(BUILD)/schedwork $(BUILD)/waitwork $(BUILD)/diagwork $(BUILD)/network
 	./tests/run-all.sh
 
 test-unit: $(UNIT_TESTS)
@@ -77,6 +77,27 @@ test-unit: $(UNIT_TESTS)
 
 test-integration: check-root all $(BUILD)/iowork $(BUILD)/schedwork $(BUILD)/waitwork $(BUILD)/diagwork $(BUILD)/network
 	./tests/run-all.sh integration
+
+# libFuzzer targets (fuzz/*.c) on the parsers they name, with ASan and UBSan; `make fuzz` runs
+# each for FUZZ_SECONDS from its corpus (fuzz/corpus/NAME: seeds and every crash found, kept
+# as regressions); `make test` runs each for 15 s (tests/fuzz.sh)
+FUZZERS := $(BUILD)/fuzz/webconfig $(BUILD)/fuzz/http
+FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	-std=gnu11 -D_GNU_SOURCE -DPLUMB_VERSION=\"$(VERSION)\" -Iinclude -Isrc
+FUZZ_SECONDS ?= 60
+
+$(BUILD)/fuzz/webconfig: fuzz/webconfig.c src/export/webconfig.c src/export/webconfig.h
+	@mkdir -p $(@D)
+	$(CLANG) $(FUZZ_CFLAGS) $(filter %.c,$^) -o $@ -lyaml -lcrypt
+
+$(BUILD)/fuzz/http: fuzz/http.c src/export/http.c src/export/prom.c src/export/webconfig.c src/log.c \
+		src/export/http.h src/export/prom.h src/export/webconfig.h
+	@mkdir -p $(@D)
+	$(CLANG) $(FUZZ_CFLAGS) $(filter %.c,$^) -o $@ -lmicrohttpd -lgnutls -lyaml -lcrypt -lbpf -lpthread -lm
+
+fuzz: deps
+	$(MAKE) $(FUZZERS)
+	./tests/fuzz.sh $(FUZZ_SECONDS)
 
 # the integration tests on Debian's 6.1 and 6.12 kernels (qemu guests) and on this host's
 test-kernels: check-root all $(BUILD)/iowork $(BUILD)/schedwork $(BUILD)/waitwork $(BUILD)/diagwork $(BUILD)/network

@@ -4,6 +4,7 @@
  * module do its housekeeping. A module that fails to load is reported and left out; the
  * others keep running.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -25,6 +26,7 @@
 #include "host.h"
 #include "export/http.h"
 #include "export/prom.h"
+#include "export/webconfig.h"
 #include "identity/cgroup.h"
 #include "identity/netns.h"
 #include <json-c/json.h>
@@ -355,6 +357,39 @@ int agent_config(struct plumb_config *cfg, char *cgroup_root, size_t len)
 	return 0;
 }
 
+/* 127.0.0.0/8 and ::1 */
+static bool loopback(const char *addr)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+
+	if (inet_pton(AF_INET, addr, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	return inet_pton(AF_INET6, addr, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+/* --web-config: TLS and basic auth for the server. 0, or 1 with the reason printed. */
+static int agent_web_config(const struct agent_options *o, struct http_server *http, bool *tls)
+{
+	struct web_config *web = calloc(1, sizeof(*web));
+	char err[512];
+	int ret = 0;
+
+	if (!web)
+		return 1;
+	if (web_config_load(o->web_config, web, err, sizeof(err)) ||
+	    http_secure(http, web, err, sizeof(err))) {
+		pr_warn("--web-config %s\n", err);
+		ret = 1;
+	} else if ((*tls = web->tls), !web->tls && !loopback(o->addr)) {
+		pr_warn("listening on %s without TLS: %s\n", o->addr,
+			web->nusers ? "passwords and metrics travel in clear text" :
+				      "metrics and APIs travel in clear text");
+	}
+	free(web);
+	return ret;
+}
+
 int agent_run(const struct agent_options *o)
 {
 	struct agent a = { .lock = PTHREAD_MUTEX_INITIALIZER, .requested = o->modules };
@@ -370,6 +405,7 @@ int agent_run(const struct agent_options *o)
 	struct sigaction sa = { .sa_handler = on_signal };
 	char cgroup_root[4096], err[256];
 	struct http_server *http = NULL;
+	bool tls = false;
 	int ret = 0;
 
 	if (privileges_check("plumb agent") || tracefs_ensure() ||
@@ -394,13 +430,20 @@ int agent_run(const struct agent_options *o)
 	sigaction(SIGTERM, &sa, NULL);
 
 	if (!o->check) {
-		/* the port first: a port in use fails before any BPF is loaded */
+		/* the port and the web config first: they fail before any BPF is loaded */
 		http = http_bind(o->addr, o->port, err, sizeof(err));
-		if (!http) {
-			pr_warn("%s\n", err);
+		if (!http || (o->web_config[0] && agent_web_config(o, http, &tls))) {
+			if (!http)
+				pr_warn("%s\n", err);
+			http_stop(http);
 			netns_close(&a.netns);
 			return 1;
 		}
+		if (!o->web_config[0] && !loopback(o->addr))
+			pr_warn("listening on %s without TLS: metrics and APIs travel in clear "
+				"text to anyone who can reach it (--web-config, "
+				"docs/security.md)\n",
+				o->addr);
 	}
 	load_modules(&a, &cfg);
 	if (o->check) {
@@ -416,8 +459,8 @@ int agent_run(const struct agent_options *o)
 		unload_modules();
 		return 1;
 	}
-	pr_info("serving metrics at http://%s%s%s:%u/metrics\n", strchr(o->addr, ':') ? "[" : "",
-		o->addr, strchr(o->addr, ':') ? "]" : "", o->port);
+	pr_info("serving metrics at http%s://%s%s%s:%u/metrics\n", tls ? "s" : "",
+		strchr(o->addr, ':') ? "[" : "", o->addr, strchr(o->addr, ':') ? "]" : "", o->port);
 	while (!exiting) {
 		usleep(AGENT_TICK_MS * 1000);
 		pthread_mutex_lock(&a.lock);

@@ -172,6 +172,7 @@ enum {
 	OPT_HOST,
 	OPT_NETNS,
 	OPT_NETSTACK_SAMPLE,
+	OPT_WEB_CONFIG,
 	OPT_DEV,
 	OPT_MAX_MOVES,
 	OPT_PIN,
@@ -203,6 +204,7 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 		{ "host", required_argument, NULL, OPT_HOST },
 		{ "netns", required_argument, NULL, OPT_NETNS },
 		{ "netstack-sample", required_argument, NULL, OPT_NETSTACK_SAMPLE },
+		{ "web-config", required_argument, NULL, OPT_WEB_CONFIG },
 		{ 0 },
 	};
 	unsigned int ms;
@@ -312,6 +314,14 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 				return CLI_ERROR;
 			}
 			snprintf(o->netns, sizeof(o->netns), "%s", optarg);
+			break;
+		case OPT_WEB_CONFIG:
+			if (!*optarg || strlen(optarg) >= sizeof(o->web_config)) {
+				snprintf(err, errlen, "--web-config: '%.200s' is not a file name",
+					 optarg);
+				return CLI_ERROR;
+			}
+			snprintf(o->web_config, sizeof(o->web_config), "%s", optarg);
 			break;
 		default:
 			return CLI_ERROR;

@@ -30,6 +30,7 @@ struct agent_options {
 	unsigned int netstack_sample; /* follow 1 in this many flows */
 	char host[64]; /* --host; "" = the --netns name, else gethostname() */
 	char netns[256]; /* --netns: a name under /run/netns, or a path; "" = every netns */
+	char web_config[4096]; /* --web-config: TLS and basic auth (export/webconfig.h) */
 };
 
 struct io_options {

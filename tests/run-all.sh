@@ -1,8 +1,9 @@
 #!/bin/bash
 # Runs plumb's tests and prints one closing line: "N passed, N failed".
-#   tests/run-all.sh              unit, then integration (root)
+#   tests/run-all.sh              unit, integration (root), then the fuzzers
 #   tests/run-all.sh unit         unit tests only
 #   tests/run-all.sh integration  integration tests only (root)
+#   tests/run-all.sh fuzz         each fuzzer for PLUMB_FUZZ_SECONDS (15) from its corpus
 # Exit status: 0 only when every test ran and passed.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -48,6 +49,9 @@ if [ "$what" = all ] || [ "$what" = integration ]; then
 			run python3 "$t"
 		done
 	fi
+fi
+if [ "$what" = all ] || [ "$what" = fuzz ]; then
+	run tests/fuzz.sh "${PLUMB_FUZZ_SECONDS:-15}"
 fi
 echo
 echo "$passed passed, $failed failed"

@@ -11,10 +11,13 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 
 #include "export/http.h"
 #include "export/prom.h"
+#include "export/webconfig.h"
 #include "log.h"
 
 #define HTTP_MAX_CONNECTIONS	  64
@@ -23,12 +26,22 @@
 /* Request line, headers and any body must fit: anything larger gets 431/413 from MHD. */
 #define HTTP_CONNECTION_MEMORY (32 * 1024)
 
+#define HTTP_PEM_MAX (1 << 20) /* a certificate chain or key file larger: refused */
+
 struct http_server {
 	struct MHD_Daemon *daemon;
 	int listen_fd;
 	http_metrics_fn metrics;
 	http_api_fn api;
 	void *ctx;
+	struct web_config web; /* --web-config (zero: plain HTTP, no auth) */
+	char *cert, *key; /* the PEM files' text, for TLS */
+	/*
+	 * Per user, SHA-256 of the last password that passed bcrypt: a scrape every few seconds
+	 * must not cost a bcrypt each (~50 ms at cost 10). Only the server's thread touches it.
+	 */
+	unsigned char verified[WEB_USERS_MAX][32];
+	bool have_verified[WEB_USERS_MAX];
 };
 
 /* body is copied, unless persistent (a string literal) */
@@ -87,6 +100,56 @@ static enum MHD_Result handle_api(struct http_server *srv, struct MHD_Connection
 	return ret;
 }
 
+/* Basic auth, when users are configured: whether this request may go on. */
+static bool authorized(struct http_server *srv, struct MHD_Connection *conn)
+{
+	char *pass = NULL, *user;
+	unsigned char digest[32];
+	bool ok = false;
+	size_t i;
+
+	if (!srv->web.nusers)
+		return true;
+	user = MHD_basic_auth_get_username_password(conn, &pass);
+	if (!user || !pass)
+		goto out;
+	for (i = 0; i < srv->web.nusers && strcmp(srv->web.users[i].name, user); i++)
+		;
+	if (gnutls_hash_fast(GNUTLS_DIG_SHA256, pass, strlen(pass), digest))
+		goto out;
+	if (i < srv->web.nusers && srv->have_verified[i] &&
+	    !gnutls_memcmp(digest, srv->verified[i], sizeof(digest))) {
+		ok = true;
+		goto out;
+	}
+	ok = web_config_check(&srv->web, user, pass);
+	if (ok) {
+		memcpy(srv->verified[i], digest, sizeof(digest));
+		srv->have_verified[i] = true;
+	}
+out:
+	if (user)
+		MHD_free(user);
+	if (pass)
+		MHD_free(pass);
+	return ok;
+}
+
+static enum MHD_Result unauthorized(struct MHD_Connection *conn)
+{
+	static const char body[] = "unauthorized\n";
+	struct MHD_Response *resp = MHD_create_response_from_buffer(sizeof(body) - 1, (void *)body,
+								    MHD_RESPMEM_PERSISTENT);
+	enum MHD_Result ret;
+
+	if (!resp)
+		return MHD_NO;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+	ret = MHD_queue_basic_auth_fail_response(conn, "plumb", resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
 			      const char *method, const char *version, const char *upload_data,
 			      size_t *upload_size, void **con_cls)
@@ -107,6 +170,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 		*upload_size = 0; /* a body on GET is ignored; bounded by the memory limit */
 		return MHD_YES;
 	}
+	if (!authorized(srv, conn))
+		return unauthorized(conn);
 	if (strcmp(url, "/metrics") && strcmp(url, "/healthz") && strcmp(url, "/") &&
 	    strncmp(url, "/api/v1/", 8))
 		return reply_text(conn, MHD_HTTP_NOT_FOUND, "not found: try /metrics\n");
@@ -189,18 +254,90 @@ int http_serve(struct http_server *srv, http_metrics_fn metrics, http_api_fn api
 	srv->metrics = metrics;
 	srv->api = api;
 	srv->ctx = ctx;
+	/* TLS 1.3, and 1.2 unless min_version says TLS13 (GnuTLS priority string) */
+	const char *priorities =
+		srv->web.min_version >= 13 ? "NORMAL:-VERS-ALL:+VERS-TLS1.3" :
+		srv->web.max_version <= 12 ? "NORMAL:-VERS-ALL:+VERS-TLS1.2" :
+					     "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
+	struct MHD_OptionItem tls[] = {
+		{ MHD_OPTION_HTTPS_MEM_CERT, 0, srv->cert },
+		{ MHD_OPTION_HTTPS_MEM_KEY, 0, srv->key },
+		{ MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)priorities },
+		{ MHD_OPTION_END, 0, NULL },
+	};
+
 	srv->daemon = MHD_start_daemon(
-		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL, NULL, handle, srv,
-		MHD_OPTION_LISTEN_SOCKET, srv->listen_fd, MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned int)HTTP_MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-		(unsigned int)HTTP_MAX_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
-		(unsigned int)HTTP_CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-		(size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_END);
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | (srv->web.tls ? MHD_USE_TLS : 0),
+		0, NULL, NULL, handle, srv, MHD_OPTION_LISTEN_SOCKET, srv->listen_fd,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)HTTP_MAX_CONNECTIONS,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)HTTP_MAX_PER_IP,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)HTTP_CONNECTION_TIMEOUT_S,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
+		MHD_OPTION_ARRAY, srv->web.tls ? tls : &tls[3], MHD_OPTION_END);
 	if (!srv->daemon) {
-		snprintf(err, errlen, "cannot start the HTTP server");
+		snprintf(err, errlen,
+			 srv->web.tls ? "cannot start the HTTPS server: is the key the "
+					"certificate's, both PEM?" :
+					"cannot start the HTTP server");
 		return -EIO;
 	}
 	return 0;
+}
+
+/* A PEM file's text, bounded; NULL with the reason in err. */
+static char *read_pem(const char *what, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char *text;
+	size_t len;
+
+	if (!f) {
+		snprintf(err, errlen, "%s %s: %s", what, path, strerror(errno));
+		return NULL;
+	}
+	text = malloc(HTTP_PEM_MAX + 1);
+	len = text ? fread(text, 1, HTTP_PEM_MAX + 1, f) : 0;
+	fclose(f);
+	if (!text || !len || len > HTTP_PEM_MAX || !strstr(text, "-----BEGIN ")) {
+		snprintf(err, errlen, "%s %s: %s", what, path,
+			 !text ? "out of memory" : "not a PEM file");
+		free(text);
+		return NULL;
+	}
+	text[len] = '\0';
+	return text;
+}
+
+/* That the key is the certificate's, now: the server starts only after the modules load. */
+static int key_pair_check(struct http_server *srv, char *err, size_t errlen)
+{
+	gnutls_certificate_credentials_t cred;
+	gnutls_datum_t cert = { (unsigned char *)srv->cert, (unsigned int)strlen(srv->cert) };
+	gnutls_datum_t key = { (unsigned char *)srv->key, (unsigned int)strlen(srv->key) };
+	int ret;
+
+	if (gnutls_certificate_allocate_credentials(&cred)) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	ret = gnutls_certificate_set_x509_key_mem(cred, &cert, &key, GNUTLS_X509_FMT_PEM);
+	gnutls_certificate_free_credentials(cred);
+	if (ret < 0) {
+		snprintf(err, errlen, "cert_file %s, key_file %s: %s", srv->web.cert_file,
+			 srv->web.key_file, gnutls_strerror(ret));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int http_secure(struct http_server *srv, const struct web_config *web, char *err, size_t errlen)
+{
+	srv->web = *web;
+	if (!web->tls)
+		return 0;
+	srv->cert = read_pem("cert_file", web->cert_file, err, errlen);
+	srv->key = srv->cert ? read_pem("key_file", web->key_file, err, errlen) : NULL;
+	return srv->key ? key_pair_check(srv, err, errlen) : -EINVAL;
 }
 
 void http_stop(struct http_server *srv)
@@ -211,5 +348,9 @@ void http_stop(struct http_server *srv)
 		MHD_stop_daemon(srv->daemon); /* closes the listening socket too */
 	else
 		close(srv->listen_fd);
+	free(srv->cert);
+	if (srv->key)
+		explicit_bzero(srv->key, strlen(srv->key));
+	free(srv->key);
 	free(srv);
 }

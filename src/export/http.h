@@ -22,6 +22,12 @@ typedef int (*http_api_fn)(void *ctx, const char *url, char **body, size_t *len)
  * Connections wait in the backlog until http_serve().
  */
 struct http_server *http_bind(const char *addr, uint16_t port, char *err, size_t errlen);
+struct web_config;
+/*
+ * TLS and basic auth from a --web-config (export/webconfig.h), before http_serve: reads the
+ * certificate and key. 0, or -errno with a reason in err.
+ */
+int http_secure(struct http_server *srv, const struct web_config *web, char *err, size_t errlen);
 /* Starts answering on the bound socket. 0, or -errno with a reason in err. */
 int http_serve(struct http_server *srv, http_metrics_fn metrics, http_api_fn api, void *ctx,
 	       char *err, size_t errlen);

@@ -1,0 +1,33 @@
+#!/bin/bash
+# tests/fuzz.sh [SECONDS]   (make fuzz; make test runs it for 15 s through tests/run-all.sh)
+#   Runs each libFuzzer target in build/fuzz/ for SECONDS (default 60) from its corpus,
+#   fuzz/corpus/NAME (the seeds and every crash found, kept there as a regression: each run
+#   replays them first). New inputs go to build/fuzz/corpus-NAME, not into the repository.
+#   A crash leaves its input in build/fuzz/crash-NAME-*; copy it into fuzz/corpus/NAME once
+#   fixed. Prints one line per target and "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.." || exit 1
+secs=${1:-60}
+passed=0
+failed=0
+for f in build/fuzz/*; do
+	[ -f "$f" ] && [ -x "$f" ] || continue
+	name=$(basename "$f")
+	[ -d "fuzz/corpus/$name" ] || continue
+	mkdir -p "build/fuzz/corpus-$name"
+	log=build/fuzz/$name.log
+	start=$(date +%s)
+	if "$f" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+		-artifact_prefix="build/fuzz/crash-$name-" "build/fuzz/corpus-$name" \
+		"fuzz/corpus/$name" >"$log" 2>&1; then
+		runs=$(grep -aoE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$')
+		echo "PASS fuzz $name: ${runs:-?} inputs in $(($(date +%s) - start)) s, no crash"
+		passed=$((passed + 1))
+	else
+		echo "FAIL fuzz $name: $(grep -aE 'ERROR|SUMMARY|Test unit written' "$log" | head -3 | tr '\n' ' ')"
+		failed=$((failed + 1))
+	fi
+done
+[ $((passed + failed)) -gt 0 ] || { echo "no fuzzers built: make fuzz"; failed=1; }
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
