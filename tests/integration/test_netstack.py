@@ -274,14 +274,23 @@ def test_workloads(hosts, cleanup):
     # the packets' components (no process of theirs) carry none
     assert select(m, "plumb_netstack_latency_seconds_count", component="backlog",
                   netns=h2, workload="")
-    hists = value(m, "plumb_map_entries", module="netstack", map="ns_hists")
+    # the kernel's keys carry the cgroups' ids (the inodes of their directories)
+    ids = {os.stat(d).st_ino for d in (send_dir, recv_dir)[2 - len(want):]}
+    assert ids <= hist_cgroups(), f"cgroups {ids} not in ns_hists' keys {hist_cgroups()}"
     for d in (send_dir, recv_dir):
         os.rmdir(d)
     m = settle(agent, lambda m: not any(count(m, *w) for w in want), timeout=10)
     assert not any(count(m, *w) for w in want), "series of removed cgroups still exported"
-    left = value(m, "plumb_map_entries", module="netstack", map="ns_hists")
-    assert left <= hists - len(want), f"ns_hists: {hists} entries, {left} after the removal"
+    assert not ids & hist_cgroups(), "removed cgroups' series still in ns_hists"
     agent.stop()
+
+
+def hist_cgroups():
+    """The cgroup ids in the keys of the (one) agent's ns_hists: struct netstack_key's u64 at
+    byte 16."""
+    maps = json.loads(sh("bpftool", "-j", "map", "dump", "name", "ns_hists").stdout)
+    return {int.from_bytes(bytes(int(b, 16) for b in e["key"][16:24]), "little")
+            for e in maps}
 
 
 NETWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
