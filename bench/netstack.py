@@ -35,8 +35,9 @@ from lib import Agent, Cleanup, Hosts, free_port  # noqa: E402
 BUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build")
 RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "8"))
 PAIRS = int(os.environ.get("PLUMB_BENCH_PAIRS", "5"))
-PROGRAMS = ("ns_queue", "ns_start_xmit", "ns_xmit", "ns_rx", "ns_gro", "ns_softirq",
-            "ns_receive", "ns_probe", "ns_copy", "ns_kfree")
+PROGRAMS = ("ns_sendmsg", "ns_queue", "ns_start_xmit", "ns_xmit", "ns_rx", "ns_gro",
+            "ns_softirq", "ns_receive", "ns_probe", "ns_copy", "ns_data_ready",
+            "ns_recv_length", "ns_kfree")
 
 
 def need(*tools):

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
@@ -20,16 +22,36 @@
 #include "export/webconfig.h"
 #include "log.h"
 
-#define HTTP_MAX_CONNECTIONS	  64
+/*
+ * Slow clients: a client may hold HTTP_MAX_PER_IP connections, and each connection has
+ * HTTP_HEAD_DEADLINE_MS to send a request's head (MHD's own timeout is for idleness only:
+ * a client that trickles a byte every few seconds never meets it). It takes 32 addresses to
+ * fill the server, and they must reconnect every few seconds to stay.
+ */
+#define HTTP_MAX_CONNECTIONS	  512
 #define HTTP_MAX_PER_IP		  16
 #define HTTP_CONNECTION_TIMEOUT_S 10
+#define HTTP_HEAD_DEADLINE_MS	  3000
 /* Request line, headers and any body must fit: anything larger gets 431/413 from MHD. */
 #define HTTP_CONNECTION_MEMORY (32 * 1024)
 
 #define HTTP_PEM_MAX (1 << 20) /* a certificate chain or key file larger: refused */
 
+/* A connection, watched for the head deadline (under http_server.lock). */
+struct http_conn {
+	bool used;
+	bool in_head; /* waiting for a request's head: since since_ms */
+	int fd;
+	uint64_t since_ms;
+};
+
 struct http_server {
 	struct MHD_Daemon *daemon;
+	pthread_mutex_t lock;
+	struct http_conn conns[HTTP_MAX_CONNECTIONS];
+	pthread_t sweeper;
+	bool sweeping, stop;
+	uint64_t cut; /* connections closed for a slow head */
 	int listen_fd;
 	http_metrics_fn metrics;
 	http_api_fn api;
@@ -150,6 +172,96 @@ static enum MHD_Result unauthorized(struct MHD_Connection *conn)
 	return ret;
 }
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A connection opens (its head is awaited) or closes. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	struct http_server *srv = cls;
+	const union MHD_ConnectionInfo *info;
+	struct http_conn *c = *socket_context;
+
+	pthread_mutex_lock(&srv->lock);
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		for (size_t i = 0; info && i < HTTP_MAX_CONNECTIONS; i++) {
+			if (srv->conns[i].used)
+				continue;
+			srv->conns[i] = (struct http_conn){ .used = true,
+							    .in_head = true,
+							    .fd = info->connect_fd,
+							    .since_ms = now_ms() };
+			*socket_context = &srv->conns[i];
+			break;
+		}
+	} else if (c) {
+		c->used = false;
+		*socket_context = NULL;
+	}
+	pthread_mutex_unlock(&srv->lock);
+}
+
+/* A request's head arrived (in_head false), or a request ended: the next head is awaited. */
+static void head_state(struct http_server *srv, struct MHD_Connection *conn, bool in_head)
+{
+	const union MHD_ConnectionInfo *info =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct http_conn *c = info ? info->socket_context : NULL;
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&srv->lock);
+	c->in_head = in_head;
+	c->since_ms = now_ms();
+	pthread_mutex_unlock(&srv->lock);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode code)
+{
+	(void)con_cls;
+	(void)code;
+	head_state(cls, conn, true);
+}
+
+/*
+ * Every 250 ms: a connection past its head deadline is shut down (MHD sees it end and closes
+ * it; the slot is freed by on_connection, under the same lock, before the descriptor is).
+ */
+static void *sweep(void *arg)
+{
+	struct http_server *srv = arg;
+
+	for (;;) {
+		uint64_t now;
+
+		usleep(250 * 1000);
+		pthread_mutex_lock(&srv->lock);
+		if (srv->stop) {
+			pthread_mutex_unlock(&srv->lock);
+			return NULL;
+		}
+		now = now_ms();
+		for (size_t i = 0; i < HTTP_MAX_CONNECTIONS; i++) {
+			struct http_conn *c = &srv->conns[i];
+
+			if (c->used && c->in_head && now - c->since_ms > HTTP_HEAD_DEADLINE_MS) {
+				shutdown(c->fd, SHUT_RDWR);
+				c->in_head = false; /* once */
+				srv->cut++;
+			}
+		}
+		pthread_mutex_unlock(&srv->lock);
+	}
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
 			      const char *method, const char *version, const char *upload_data,
 			      size_t *upload_size, void **con_cls)
@@ -164,6 +276,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
 	/* MHD calls once with the headers, then again for any body and at its end. */
 	if (!*con_cls) {
 		*con_cls = &first_call;
+		head_state(srv, conn, false);
 		return MHD_YES;
 	}
 	if (*upload_size) {
@@ -240,6 +353,7 @@ struct http_server *http_bind(const char *addr, uint16_t port, char *err, size_t
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
+	pthread_mutex_init(&srv->lock, NULL);
 	srv->listen_fd = listen_socket(addr, port, err, errlen);
 	if (srv->listen_fd < 0) {
 		free(srv);
@@ -273,7 +387,10 @@ int http_serve(struct http_server *srv, http_metrics_fn metrics, http_api_fn api
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)HTTP_MAX_PER_IP,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)HTTP_CONNECTION_TIMEOUT_S,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
-		MHD_OPTION_ARRAY, srv->web.tls ? tls : &tls[3], MHD_OPTION_END);
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_NOTIFY_COMPLETED,
+		on_completed, srv, MHD_OPTION_ARRAY, srv->web.tls ? tls : &tls[3], MHD_OPTION_END);
+	if (srv->daemon && !pthread_create(&srv->sweeper, NULL, sweep, srv))
+		srv->sweeping = true;
 	if (!srv->daemon) {
 		snprintf(err, errlen,
 			 srv->web.tls ? "cannot start the HTTPS server: is the key the "
@@ -344,6 +461,12 @@ void http_stop(struct http_server *srv)
 {
 	if (!srv)
 		return;
+	if (srv->sweeping) {
+		pthread_mutex_lock(&srv->lock);
+		srv->stop = true;
+		pthread_mutex_unlock(&srv->lock);
+		pthread_join(srv->sweeper, NULL);
+	}
 	if (srv->daemon)
 		MHD_stop_daemon(srv->daemon); /* closes the listening socket too */
 	else

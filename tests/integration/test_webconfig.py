@@ -180,6 +180,58 @@ def test_bad_configs(cleanup, files):
         assert "--web-config" in lines[0] and "module" not in out, out  # before any BPF
 
 
+def test_slow_clients(cleanup, files):
+    """Slowloris: 64 connections from four other loopback addresses (16 each, the most one
+    address may hold) that send a request head a byte at a time, one byte a second. A scrape
+    is answered while they hang on, and each of them is closed within the head deadline
+    (3 s) and a sweep, not at MHD's idle timeout (never: they are not idle). An oversized
+    head gets 431 and does not hold its connection either."""
+    import http.client
+    p, port, out = start(cleanup)
+    assert p.poll() is None, out
+    slow = []
+    for a in range(2, 6):
+        for _ in range(16):
+            s = socket.socket()
+            s.bind((f"127.0.0.{a}", 0))
+            s.connect(("127.0.0.1", port))
+            s.setblocking(False)
+            slow.append(s)
+    cleanup.add(lambda: [s.close() for s in slow])
+    head, t0, closed = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 20, \
+        time.time(), {}
+    scraped = None
+    for i in range(len(head)):
+        for k, s in enumerate(slow):
+            if k in closed:
+                continue
+            try:
+                s.send(head[i:i + 1])
+                if s.recv(1) == b"":
+                    closed[k] = time.time() - t0
+            except BlockingIOError:
+                pass
+            except OSError:
+                closed[k] = time.time() - t0
+        if scraped is None and i == 1:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            c.request("GET", "/metrics")
+            r = c.getresponse()
+            scraped = (r.status, "plumb_build_info" in r.read().decode(), time.time() - t0)
+            c.close()
+        if len(closed) == len(slow):
+            break
+        time.sleep(1)
+    print(f"  scrape during the attack: {scraped}; {len(closed)} of {len(slow)} slow "
+          f"connections closed, the last after {max(closed.values(), default=0):.1f} s")
+    assert scraped and scraped[0] == 200 and scraped[1], scraped
+    assert len(closed) == len(slow) and max(closed.values()) < 6, closed
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/metrics", headers={"X-Big": "b" * 40000})
+    assert c.getresponse().status == 431
+    c.close()
+
+
 def cfg_path(files):
     return files.config("some.txt", "not a certificate\n")
 
@@ -196,6 +248,8 @@ def main():
         runner.run("web config: plain HTTP off loopback warns", test_plain_warning, cleanup,
                    files)
         runner.run("web config: bad files, one line, exit 1", test_bad_configs, cleanup, files)
+        runner.run("http: slow clients cannot hold the server", test_slow_clients, cleanup,
+                   files)
     finally:
         cleanup.run()
     return runner.finish()
