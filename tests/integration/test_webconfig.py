@@ -2,7 +2,8 @@
 """plumb agent --web-config (issue 7 §1): TLS with a certificate the test makes (openssl),
 basic auth with a bcrypt hash the test makes (libcrypt, through Python's crypt), the minimum
 TLS version, the warning for plain HTTP on a non-loopback address, and bad configurations
-(one line, exit 1, before any BPF is loaded)."""
+(one line, exit 1, before any BPF is loaded); slow clients."""
+# plumb-module: io
 
 import base64
 import os
@@ -15,7 +16,7 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import PLUMB, Cleanup, Runner, free_port, require_root, sh  # noqa: E402
+from lib import EMULATED, PLUMB, Cleanup, Runner, free_port, require_root, sh  # noqa: E402
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -225,7 +226,8 @@ def test_slow_clients(cleanup, files):
     print(f"  scrape during the attack: {scraped}; {len(closed)} of {len(slow)} slow "
           f"connections closed, the last after {max(closed.values(), default=0):.1f} s")
     assert scraped and scraped[0] == 200 and scraped[1], scraped
-    assert len(closed) == len(slow) and max(closed.values()) < 6, closed
+    # the deadline and a sweep, and this loop's round of 64 sends (slow under emulation)
+    assert len(closed) == len(slow) and max(closed.values()) < (20 if EMULATED else 6), closed
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     c.request("GET", "/metrics", headers={"X-Big": "b" * 40000})
     assert c.getresponse().status == 431
