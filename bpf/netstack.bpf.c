@@ -399,11 +399,11 @@ int BPF_PROG(ns_sendmsg, struct sock *sk, struct msghdr *msg, struct sk_buff *sk
 		lru_insert(&ns_sends, NS_MAP_SENDS, &key, &fresh);
 		return 0;
 	}
-	snd->cgroup = bpf_get_current_cgroup_id();
 	n = snd->n;
 	barrier_var(n);
 	if (n >= NETSTACK_SEND_SLOTS)
-		return 0;
+		return 0; /* a full socket's send pays no cgroup read */
+	snd->cgroup = bpf_get_current_cgroup_id();
 	snd->ts[n] = now;
 	snd->seq[n] = BPF_CORE_READ((struct tcp_sock *)sk, write_seq);
 	snd->n = n + 1;

@@ -381,11 +381,12 @@ static int agent_web_config(const struct agent_options *o, struct http_server *h
 	    http_secure(http, web, err, sizeof(err))) {
 		pr_warn("--web-config %s\n", err);
 		ret = 1;
-	} else if ((*tls = web->tls), !web->tls && !loopback(o->addr)) {
+	} else if (!web->tls && !loopback(o->addr)) {
 		pr_warn("listening on %s without TLS: %s\n", o->addr,
 			web->nusers ? "passwords and metrics travel in clear text" :
 				      "metrics and APIs travel in clear text");
 	}
+	*tls = !ret && web->tls;
 	free(web);
 	return ret;
 }
