@@ -32,6 +32,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define IPPROTO_TCP    6
 #define IPPROTO_UDP    17
 #define NET_RX_SOFTIRQ 3
+#define PF_KTHREAD     0x00200000
 #define TCPHDR_FIN     0x01
 #define TCPHDR_SYN     0x02
 /* How far behind a reader's copy a waiting segment can be and still be this socket's. */
@@ -77,6 +78,9 @@ struct {
 
 struct netstack_cpu {
 	__u64 softirq_ts; /* the last NET_RX softirq's start on this CPU */
+	__u64 napi_ts; /* the last switch-in of a threaded-NAPI kthread on this CPU */
+	__u32 napi_pid; /* that kthread */
+	__u32 pad;
 };
 
 struct {
@@ -424,9 +428,21 @@ int BPF_PROG(ns_start_xmit, struct sk_buff *skb, struct net_device *dev)
 	return 0;
 }
 
+/* Whether dev is a veth: its link type's kind, "veth". */
+static __always_inline bool is_veth(struct net_device *dev)
+{
+	const char *kind = BPF_CORE_READ(dev, rtnl_link_ops, kind);
+	char k[5];
+
+	return kind && !bpf_probe_read_kernel(k, sizeof(k), kind) && k[0] == 'v' &&
+	       k[1] == 'e' && k[2] == 't' && k[3] == 'h' && !k[4];
+}
+
 /*
  * After the driver's ndo_start_xmit returned. On a veth or lo the skb already belongs to the
- * peer's receive path (its netif_rx came first): only the pointer is used, never read.
+ * peer's receive path: only the pointer is used, never read. Its netif_rx came first, unless
+ * the peer receives by NAPI (veth with GRO or XDP on the peer): then the skb is in the peer's
+ * ring, still at NS_ST_XMIT here unless the peer's poll on another CPU took it already.
  */
 SEC("tp_btf/net_dev_xmit")
 int BPF_PROG(ns_xmit, struct sk_buff *skb, int rc, struct net_device *dev)
@@ -437,20 +453,19 @@ int BPF_PROG(ns_xmit, struct sk_buff *skb, int rc, struct net_device *dev)
 	p = pkt_find(skb, false, &now);
 	if (!p || p->stage != NS_ST_XMIT)
 		return 0;
+	if (is_veth(dev)) {
+		/* its peer receives by NAPI (GRO or XDP there): the packet waits in its ring */
+		segment(p, NS_CROSSING, now, NS_ST_RING);
+		return 0;
+	}
 	segment(p, NS_DRIVER, now, NS_ST_SENT);
 	lru_delete(&ns_pkts, NS_MAP_PKTS, &key); /* it left this host */
 	return 0;
 }
 
 /* The peer of a veth or lo receives it: the crossing ends, the wait for NET_RX begins. */
-static __always_inline void rx_begin(struct sk_buff *skb)
+static __always_inline void rx_begin(struct sk_buff *skb, struct netstack_pkt *p, __u64 now)
 {
-	struct netstack_pkt *p;
-	__u64 now;
-
-	p = pkt_find(skb, true, &now);
-	if (!p || p->stage != NS_ST_XMIT)
-		return;
 	segment(p, NS_CROSSING, now, NS_ST_RX);
 	dev_ids(skb->dev, &p->ifindex, &p->netns);
 }
@@ -458,14 +473,58 @@ static __always_inline void rx_begin(struct sk_buff *skb)
 SEC("tp_btf/netif_rx")
 int BPF_PROG(ns_rx, struct sk_buff *skb)
 {
-	rx_begin(skb);
+	struct netstack_pkt *p;
+	__u64 now;
+
+	p = pkt_find(skb, true, &now);
+	if (p && p->stage == NS_ST_XMIT)
+		rx_begin(skb, p, now);
 	return 0;
 }
 
+/*
+ * GRO receive, in a NAPI poll: the packet a veth's peer put in the ring (NS_ST_RING) is
+ * taken; its wait goes on to netif_receive_skb (GRO holds it until its flush), now on this
+ * device. One still at NS_ST_XMIT was taken before its sender's net_dev_xmit ran: the
+ * crossing ends here.
+ */
 SEC("tp_btf/napi_gro_receive_entry")
 int BPF_PROG(ns_gro, struct sk_buff *skb)
 {
-	rx_begin(skb);
+	struct netstack_pkt *p;
+	__u64 now;
+
+	p = pkt_find(skb, true, &now);
+	if (!p)
+		return 0;
+	if (p->stage == NS_ST_RING)
+		dev_ids(skb->dev, &p->ifindex, &p->netns);
+	else if (p->stage == NS_ST_XMIT)
+		rx_begin(skb, p, now);
+	return 0;
+}
+
+/*
+ * A threaded-NAPI kthread ("napi/<dev>-<id>") gets this CPU: its receive processing starts.
+ * Every other switch costs the flags test.
+ */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(ns_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	struct netstack_cpu *cpu;
+	__u32 zero = 0;
+	char c[5];
+
+	if (!(next->flags & PF_KTHREAD))
+		return 0;
+	if (bpf_probe_read_kernel(c, sizeof(c), next->comm) || c[0] != 'n' || c[1] != 'a' ||
+	    c[2] != 'p' || c[3] != 'i' || c[4] != '/')
+		return 0;
+	cpu = bpf_map_lookup_elem(&ns_cpu, &zero);
+	if (cpu) {
+		cpu->napi_ts = bpf_ktime_get_ns();
+		cpu->napi_pid = next->pid;
+	}
 	return 0;
 }
 
@@ -498,14 +557,23 @@ int BPF_PROG(ns_receive, struct sk_buff *skb)
 	p = pkt_find(skb, true, &now);
 	if (!p)
 		return 0;
-	if (p->stage == NS_ST_RX) {
+	if (p->stage == NS_ST_RX || p->stage == NS_ST_RING) {
 		/*
-		 * Queued to a backlog (or a GRO ring) at p->ts: the wait for the softirq that
-		 * processes it, if it started after, then the wait inside it.
+		 * Queued to a backlog or a NAPI ring at p->ts: the wait for the processing that
+		 * takes it, if that started after, then the wait inside it. The processing is
+		 * the NET_RX softirq, or for a ring in threaded NAPI the kthread running now.
 		 */
+		__u64 start = 0;
+
 		cpu = bpf_map_lookup_elem(&ns_cpu, &zero);
-		if (cpu && cpu->softirq_ts > p->ts && cpu->softirq_ts < now)
-			segment(p, NS_SOFTIRQ, cpu->softirq_ts, NS_ST_RX);
+		if (cpu) {
+			start = cpu->softirq_ts;
+			if (p->stage == NS_ST_RING && cpu->napi_pid &&
+			    cpu->napi_pid == (__u32)bpf_get_current_pid_tgid())
+				start = cpu->napi_ts;
+		}
+		if (start > p->ts && start < now)
+			segment(p, NS_SOFTIRQ, start, NS_ST_RX);
 		segment(p, NS_BACKLOG, now, NS_ST_RECEIVE);
 	} else if (p->stage == NS_ST_RECEIVE) {
 		segment(p, NS_FORWARD, now, NS_ST_RECEIVE); /* a bridge delivering it to itself */

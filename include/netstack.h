@@ -58,9 +58,11 @@ enum netstack_component {
 	NS_SEND = 0, /* TX: tcp_sendmsg_locked -> net_dev_queue of the packet with its first byte */
 	NS_QDISC, /* TX: net_dev_queue -> net_dev_start_xmit (qdisc, or its bypass) */
 	NS_DRIVER, /* TX: net_dev_start_xmit -> net_dev_xmit (the driver's transmit) */
-	NS_CROSSING, /* TX -> RX: start_xmit on a veth or lo -> netif_rx / GRO on the peer */
-	NS_SOFTIRQ, /* RX: netif_rx -> the NET_RX softirq's start on this CPU */
-	NS_BACKLOG, /* RX: softirq start (or netif_rx, in a running softirq) -> netif_receive_skb */
+	NS_CROSSING, /* TX -> RX: start_xmit on a veth or lo -> netif_rx on the peer, or into the
+			peer's NAPI ring (net_dev_xmit) */
+	NS_SOFTIRQ, /* RX: netif_rx or the ring -> the start of the receive processing on this
+		       CPU: the NET_RX softirq, or the device's threaded-NAPI kthread */
+	NS_BACKLOG, /* RX: processing start (or netif_rx, in a running softirq) -> netif_receive_skb */
 	NS_FORWARD, /* netif_receive_skb on a bridge port or router -> the next device's queue */
 	NS_PROTOCOL, /* RX: netif_receive_skb -> tcp_probe (IP and TCP up to the socket) */
 	NS_SOCKET, /* RX: tcp_probe -> skb_copy_datagram_iovec (the socket's receive queue) */
@@ -73,6 +75,7 @@ enum netstack_stage {
 	NS_ST_XMIT, /* net_dev_start_xmit */
 	NS_ST_SENT, /* net_dev_xmit: left this host's stack */
 	NS_ST_RX, /* netif_rx, napi_gro_receive_entry */
+	NS_ST_RING, /* net_dev_xmit on a veth whose peer receives by NAPI: in the peer's ring */
 	NS_ST_RECEIVE, /* netif_receive_skb */
 	NS_ST_PROBE, /* tcp_probe */
 };

@@ -624,6 +624,7 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 		{ "tp_btf/netif_rx", "ns_rx" },
 		{ "tp_btf/napi_gro_receive_entry", "ns_gro" },
 		{ "tp_btf/softirq_entry", "ns_softirq" },
+		{ "tp_btf/sched_switch", "ns_switch" },
 		{ "tp_btf/netif_receive_skb", "ns_receive" },
 		{ "tp_btf/tcp_probe", "ns_probe" },
 		{ "tp_btf/skb_copy_datagram_iovec", "ns_copy" },
