@@ -37,7 +37,7 @@ RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "8"))
 PAIRS = int(os.environ.get("PLUMB_BENCH_PAIRS", "5"))
 PROGRAMS = ("ns_sendmsg", "ns_queue", "ns_start_xmit", "ns_xmit", "ns_rx", "ns_gro",
             "ns_softirq", "ns_receive", "ns_probe", "ns_copy", "ns_data_ready",
-            "ns_recv_length", "ns_kfree")
+            "ns_recv_length", "ns_kfree", "ns_switch")
 
 
 def need(*tools):

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The floor under the netstack module's cost: programs on the same thirteen tracepoints that
+ * The floor under the netstack module's cost: programs on the same fourteen tracepoints that
  * return at once, the kernel's price for running any program there. Loaded by bench/hold.c.
  */
 #include "vmlinux.h"
@@ -29,3 +29,4 @@ FLOOR(floor_kfree, kfree_skb)
 FLOOR(floor_sendmsg, tcp_sendmsg_locked)
 FLOOR(floor_data_ready, sk_data_ready)
 FLOOR(floor_recv_length, sock_recv_length)
+FLOOR(floor_switch, sched_switch)

@@ -24,6 +24,7 @@
 #include "probe.h"
 #include "plumb.h"
 #include "host.h"
+#include "privileges.h"
 #include "export/http.h"
 #include "export/prom.h"
 #include "export/webconfig.h"
@@ -454,6 +455,16 @@ int agent_run(const struct agent_options *o)
 		return ret;
 	}
 
+	/*
+	 * Every program is attached and no thread runs yet: the capabilities nothing after this
+	 * uses go, in this thread and so in every thread started from it.
+	 */
+	if (privileges_drop(err, sizeof(err))) {
+		pr_warn("%s\n", err);
+		http_stop(http);
+		unload_modules();
+		return 1;
+	}
 	if (http_serve(http, agent_metrics, agent_api, &a, err, sizeof(err))) {
 		pr_warn("%s\n", err);
 		http_stop(http);

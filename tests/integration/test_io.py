@@ -400,6 +400,35 @@ def test_memory_bounded(world, agent, cleanup):
     assert grown < 1024, f"RSS grew {grown} KiB over 600 scrapes ({where} KiB)"
 
 
+# What the running agent keeps (src/privileges.c, docs/security.md): CAP_DAC_READ_SEARCH (2),
+# CAP_SYS_PTRACE (19), CAP_SYS_ADMIN (21), CAP_PERFMON (38), CAP_BPF (39).
+KEPT_CAPS = (1 << 2) | (1 << 19) | (1 << 21) | (1 << 38) | (1 << 39)
+
+
+def test_capabilities(world, agent, cleanup):
+    """Once attached, every thread of the agent holds only the kept capabilities: the others
+    are gone from its effective, permitted and bounding sets (so not even an exec could bring
+    them back), nothing is inheritable or ambient, and no_new_privs is set. The agent was
+    started as root with every capability, and still counts I/O afterwards (test_rw_exact
+    and the rest ran against it)."""
+    tasks = os.listdir(f"/proc/{agent.proc.pid}/task")
+    assert len(tasks) >= 2, f"expected the HTTP threads too, found {tasks}"
+    for tid in tasks:
+        with open(f"/proc/{agent.proc.pid}/task/{tid}/status") as f:
+            st = dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+        for field, want in (("CapEff", KEPT_CAPS), ("CapPrm", KEPT_CAPS), ("CapBnd", KEPT_CAPS),
+                            ("CapInh", 0), ("CapAmb", 0)):
+            got = int(st[field], 16)
+            assert got == want, f"thread {tid} {st.get('Name')}: {field} {got:#x}, want " \
+                f"{want:#x} (extra: {got & ~want:#x})"
+        assert st["NoNewPrivs"].strip() == "1", f"thread {tid}: NoNewPrivs {st['NoNewPrivs']}"
+    # CAP_NET_ADMIN (12), CAP_SYS_MODULE (16) and CAP_DAC_OVERRIDE (1) were held at start
+    with open("/proc/self/status") as f:
+        mine = int(next(line.split()[1] for line in f if line.startswith("CapEff:")), 16)
+    assert all(mine & (1 << c) for c in (1, 12, 16)), "the test itself lacks them"
+    assert "capabilities: kept cap_bpf" in agent.output(), agent.output()
+
+
 def test_http_robustness(world, agent, cleanup):
     """Unknown paths 404, other methods 405, malformed requests 4xx; the agent keeps serving."""
     assert agent.get("/nope")[0] == 404
@@ -542,6 +571,7 @@ def main():
                          ("agent: exposition and self-metrics", test_exposition),
                          ("agent: HTTP robustness", test_http_robustness),
                          ("agent: memory bounded over scrapes", test_memory_bounded),
+                         ("agent: capabilities dropped after attach", test_capabilities),
                          ("cli: errors and exit codes", test_cli_errors),
                          ("agent: a module that cannot attach", test_module_failure),
                          ("agent: BPF program statistics", test_bpf_stats),

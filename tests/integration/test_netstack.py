@@ -796,17 +796,32 @@ def scenario_small_buffer(hosts, cleanup):
                    ("send", "eth0", hosts.names[0]))
 
 
-# A real-time thread that holds its CPU 2 ms at a time, then lets go for 0.5 ms.
+# A real-time thread that holds its CPU (argv[1]) for argv[2] s at a time, then lets go for
+# argv[3] s.
 RT_HOG = """
 import os, sys, time
 os.sched_setaffinity(0, {int(sys.argv[1])})
 os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+busy, idle = float(sys.argv[2]), float(sys.argv[3])
 while True:
-    t = time.monotonic() + 0.002
+    t = time.monotonic() + busy
     while time.monotonic() < t:
         pass
-    time.sleep(0.0005)
+    time.sleep(idle)
 """
+# 2 ms of 2.5: most packets wait, so the component's median moves (at 4 of 8 it did not on
+# the host: half the packets waited 2 ms on average, half not at all, and the detector judges
+# medians). PLUMB_RT_HOG=BUSY,IDLE (seconds) for experiments.
+RT_HOG_BUSY, RT_HOG_IDLE = os.environ.get("PLUMB_RT_HOG", "0.002,0.0005").split(",")
+# Why (b) does not run in the emulated guests of make test-kernels: there both virtual CPUs
+# take turns on one host thread, so a CPU held by the hog is not beside an idle one. Measured:
+# 6.12 guest at 2 of 2.5 the reader on the other CPU waited too (socket 0.28 -> 1.3-1.8 ms,
+# softirq 0.24 -> 1.0-1.7): named 8 of 10; at 4 of 8 10 of 10. 6.1 guest: the softirq
+# baseline itself wanders (p50 spread 0.28 -> 0.65 over the trials): 5 of 10 at 4 of 8, 0 of
+# 10 at 2 of 3.
+SOFTIRQ_NOT_EMULATED = ("both virtual CPUs of an emulated guest take turns on one host "
+                        "thread, so no CPU is idle beside the hogged one (tests/"
+                        "integration/test_netstack.py says what was measured)")
 
 
 def napi_threads():
@@ -847,7 +862,8 @@ def scenario_softirq(hosts, cleanup):
     hog = [None]
 
     def inject():
-        hog[0] = subprocess.Popen([sys.executable, "-c", RT_HOG, str(last)])
+        hog[0] = subprocess.Popen([sys.executable, "-c", RT_HOG, str(last), RT_HOG_BUSY,
+                                   RT_HOG_IDLE])
 
     def remove():
         hog[0].kill()
@@ -930,6 +946,11 @@ def main():
             print("NOT RUN netstack bottleneck (d) a tiny receive buffer: this kernel lacks "
                   "tcp_sendmsg_locked (6.18), the send component where its delay shows")
             del scenarios[2]
+        if EMULATED:
+            # not a pass: the scenario cannot be shown under emulation, and says so
+            print("NOT RUN netstack bottleneck (b) receive processing starved of its CPU: "
+                  + SOFTIRQ_NOT_EMULATED)
+            scenarios = [x for x in scenarios if x[1] is not scenario_softirq]
         for name, fn in scenarios:
             runner.run(f"netstack bottleneck: {name}, {NEED} of {TRIALS} trials, clean too",
                        run_scenario, fn, hosts)
