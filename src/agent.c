@@ -25,6 +25,7 @@
 #include "plumb.h"
 #include "host.h"
 #include "privileges.h"
+#include "sandbox.h"
 #include "export/http.h"
 #include "export/prom.h"
 #include "export/webconfig.h"
@@ -457,9 +458,10 @@ int agent_run(const struct agent_options *o)
 
 	/*
 	 * Every program is attached and no thread runs yet: the capabilities nothing after this
-	 * uses go, in this thread and so in every thread started from it.
+	 * uses go, in this thread and so in every thread started from it; then every syscall
+	 * not on the agent's list.
 	 */
-	if (privileges_drop(err, sizeof(err))) {
+	if (privileges_drop(err, sizeof(err)) || sandbox_syscalls(o->seccomp, err, sizeof(err))) {
 		pr_warn("%s\n", err);
 		http_stop(http);
 		unload_modules();

@@ -173,6 +173,7 @@ enum {
 	OPT_NETNS,
 	OPT_NETSTACK_SAMPLE,
 	OPT_WEB_CONFIG,
+	OPT_SECCOMP,
 	OPT_DEV,
 	OPT_MAX_MOVES,
 	OPT_PIN,
@@ -205,6 +206,7 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 		{ "netns", required_argument, NULL, OPT_NETNS },
 		{ "netstack-sample", required_argument, NULL, OPT_NETSTACK_SAMPLE },
 		{ "web-config", required_argument, NULL, OPT_WEB_CONFIG },
+		{ "seccomp", required_argument, NULL, OPT_SECCOMP },
 		{ 0 },
 	};
 	unsigned int ms;
@@ -322,6 +324,19 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 				return CLI_ERROR;
 			}
 			snprintf(o->web_config, sizeof(o->web_config), "%s", optarg);
+			break;
+		case OPT_SECCOMP:
+			if (!strcmp(optarg, "enforce")) {
+				o->seccomp = SECCOMP_ENFORCE;
+			} else if (!strcmp(optarg, "log")) {
+				o->seccomp = SECCOMP_LOG;
+			} else if (!strcmp(optarg, "off")) {
+				o->seccomp = SECCOMP_OFF;
+			} else {
+				snprintf(err, errlen,
+					 "--seccomp: '%.200s' is not enforce, log or off", optarg);
+				return CLI_ERROR;
+			}
 			break;
 		default:
 			return CLI_ERROR;

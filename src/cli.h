@@ -15,6 +15,13 @@
 #define PLUMB_DEFAULT_LATENCY_SAMPLE  16
 #define PLUMB_DEFAULT_NETSTACK_SAMPLE 1 /* every flow, until the benchmark says otherwise */
 
+/* --seccomp: what a syscall outside the agent's list meets once it runs (src/sandbox.h) */
+enum seccomp_mode {
+	SECCOMP_ENFORCE = 0, /* EPERM */
+	SECCOMP_LOG, /* allowed, and logged by the kernel (audit) */
+	SECCOMP_OFF, /* no filter */
+};
+
 struct agent_options {
 	char addr[64];
 	uint16_t port;
@@ -31,6 +38,7 @@ struct agent_options {
 	char host[64]; /* --host; "" = the --netns name, else gethostname() */
 	char netns[256]; /* --netns: a name under /run/netns, or a path; "" = every netns */
 	char web_config[4096]; /* --web-config: TLS and basic auth (export/webconfig.h) */
+	enum seccomp_mode seccomp;
 };
 
 struct io_options {

@@ -408,7 +408,8 @@ KEPT_CAPS = (1 << 2) | (1 << 19) | (1 << 21) | (1 << 38) | (1 << 39)
 def test_capabilities(world, agent, cleanup):
     """Once attached, every thread of the agent holds only the kept capabilities: the others
     are gone from its effective, permitted and bounding sets (so not even an exec could bring
-    them back), nothing is inheritable or ambient, and no_new_privs is set. The agent was
+    them back), nothing is inheritable or ambient, no_new_privs is set, and the seccomp
+    filter is on. The agent was
     started as root with every capability, and still counts I/O afterwards (test_rw_exact
     and the rest ran against it)."""
     tasks = os.listdir(f"/proc/{agent.proc.pid}/task")
@@ -422,11 +423,15 @@ def test_capabilities(world, agent, cleanup):
             assert got == want, f"thread {tid} {st.get('Name')}: {field} {got:#x}, want " \
                 f"{want:#x} (extra: {got & ~want:#x})"
         assert st["NoNewPrivs"].strip() == "1", f"thread {tid}: NoNewPrivs {st['NoNewPrivs']}"
+        # 2: a seccomp filter (src/sandbox.c; tests/unit/test_sandbox.c shows what it refuses)
+        assert st["Seccomp"].strip() == "2" and int(st["Seccomp_filters"]) >= 1, \
+            f"thread {tid}: Seccomp {st['Seccomp']}, filters {st.get('Seccomp_filters')}"
     # CAP_NET_ADMIN (12), CAP_SYS_MODULE (16) and CAP_DAC_OVERRIDE (1) were held at start
     with open("/proc/self/status") as f:
         mine = int(next(line.split()[1] for line in f if line.startswith("CapEff:")), 16)
     assert all(mine & (1 << c) for c in (1, 12, 16)), "the test itself lacks them"
     assert "capabilities: kept cap_bpf" in agent.output(), agent.output()
+    assert "others refused (EPERM)" in agent.output(), agent.output()
 
 
 def test_http_robustness(world, agent, cleanup):
@@ -571,7 +576,8 @@ def main():
                          ("agent: exposition and self-metrics", test_exposition),
                          ("agent: HTTP robustness", test_http_robustness),
                          ("agent: memory bounded over scrapes", test_memory_bounded),
-                         ("agent: capabilities dropped after attach", test_capabilities),
+                         ("agent: capabilities dropped and seccomp on after attach",
+                          test_capabilities),
                          ("cli: errors and exit codes", test_cli_errors),
                          ("agent: a module that cannot attach", test_module_failure),
                          ("agent: BPF program statistics", test_bpf_stats),

@@ -379,6 +379,7 @@ enum agent_field {
 	A_FLOW = 1 << 9,
 	A_FLOW_BYTES = 1 << 10,
 	A_NETSTACK_SAMPLE = 1 << 13,
+	A_SECCOMP = 1 << 14,
 	A_HOST = 1 << 11,
 	A_NETNS = 1 << 12,
 };
@@ -433,6 +434,8 @@ static void agent_want(const struct agent_case *c, struct agent_options *o)
 		o->flow_bytes = c->want.flow_bytes;
 	if (c->set & A_NETSTACK_SAMPLE)
 		o->netstack_sample = c->want.netstack_sample;
+	if (c->set & A_SECCOMP)
+		o->seccomp = c->want.seccomp;
 	if (c->set & A_HOST)
 		strcpy(o->host, c->want.host);
 	if (c->set & A_NETNS)
@@ -444,10 +447,10 @@ static void agent_str(const struct agent_options *o, char *buf, size_t len)
 	snprintf(buf, len,
 		 "addr=%s port=%u modules=%#x verbose=%d check=%d grace_s=%u io_capacity=%u "
 		 "io_latency=%d io_latency_sample=%u flow_capacity=%u flow_bytes=%d host=%s "
-		 "netns=%s netstack_sample=%u",
+		 "netns=%s netstack_sample=%u seccomp=%d",
 		 o->addr, o->port, o->modules, o->verbose, o->check, o->grace_s, o->io_capacity,
 		 o->io_latency, o->io_latency_sample, o->flow_capacity, o->flow_bytes, o->host,
-		 o->netns, o->netstack_sample);
+		 o->netns, o->netstack_sample, o->seccomp);
 }
 
 static void test_agent_defaults(void **state)
@@ -472,6 +475,7 @@ static void test_agent_defaults(void **state)
 	assert_int_equal(o.io_capacity, 4096);
 	assert_true(o.io_latency);
 	assert_int_equal(o.io_latency_sample, PLUMB_DEFAULT_LATENCY_SAMPLE);
+	assert_int_equal(o.seccomp, SECCOMP_ENFORCE);
 }
 
 static void test_agent_options(void **state)
@@ -508,6 +512,9 @@ static void test_agent_options(void **state)
 		{ { "--flow-bytes", "off" }, A_FLOW_BYTES, { .flow_bytes = FLOW_BYTES_OFF } },
 		{ { "--netstack-sample", "64" }, A_NETSTACK_SAMPLE, { .netstack_sample = 64 } },
 		{ { "--netstack-sample", "1" }, A_NETSTACK_SAMPLE, { .netstack_sample = 1 } },
+		{ { "--seccomp", "log" }, A_SECCOMP, { .seccomp = SECCOMP_LOG } },
+		{ { "--seccomp=off" }, A_SECCOMP, { .seccomp = SECCOMP_OFF } },
+		{ { "--seccomp", "enforce" }, A_SECCOMP, { .seccomp = SECCOMP_ENFORCE } },
 		{ { "--flow-bytes=counters" },
 		  A_FLOW_BYTES,
 		  { .flow_bytes = FLOW_BYTES_COUNTERS } },
@@ -679,6 +686,7 @@ static void test_agent_errors(void **state)
 		{ { "--netns", "" }, ERROR_IS("--netns: '' is not a namespace name or path") },
 		{ { "--netstack-sample", "0" },
 		  ERROR_IS("--netstack-sample: '0' is not in 1..65536") },
+		{ { "--seccomp", "strict" }, ERROR_IS("--seccomp: 'strict' is not enforce, log or off") },
 		{ { "--netstack-sample", "65537" }, ERROR_HAS("--netstack-sample: '65537'") },
 		{ { "--io-latency-sample", "3" },
 		  ERROR_IS("--io-latency-sample: '3' is not a power of two in 1..65536") },

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The running agent's syscalls: once its programs are attached, a seccomp filter (Debian's
+ * libseccomp) allows the calls its ticks, scrapes and shutdown make and answers every other
+ * with EPERM (or lets it through and has the kernel log it, with --seccomp log). The list is
+ * what the whole test suite's agents were seen to call (docs/security.md says how).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <seccomp.h>
+#include <sys/prctl.h>
+
+#include "log.h"
+#include "sandbox.h"
+
+static const char *const allowed[] = {
+	/* memory, threads, time, signals: glibc, libbpf, libmicrohttpd, GnuTLS */
+	"brk", "mmap", "munmap", "mprotect", "mremap", "madvise", "futex", "clone", "clone3",
+	"set_robust_list", "rseq", "exit", "exit_group", "gettid", "getpid", "getppid", "getuid",
+	"geteuid", "getgid", "getegid", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn",
+	"sigaltstack", "restart_syscall", "nanosleep", "clock_nanosleep", "clock_gettime",
+	"clock_getres", "gettimeofday", "sched_yield", "sched_getaffinity", "getrandom",
+	"membarrier", "uname", "sysinfo", "prlimit64",
+	/* files: /proc, /sys, cgroupfs, mountinfo, the web config's TLS files at reload */
+	"read", "pread64", "readv", "write", "writev", "openat", "close", "lseek", "fstat",
+	"newfstatat", "statx", "statfs", "fstatfs", "getdents64", "readlink", "readlinkat",
+	"faccessat", "faccessat2", "access", "fcntl", "ioctl", "dup", "dup3", "pipe", "pipe2",
+	"eventfd2",
+	/* the HTTP server and netlink (a namespace's addresses) */
+	"poll", "ppoll", "select", "pselect6", "epoll_create1", "epoll_ctl", "epoll_wait",
+	"epoll_pwait", "accept", "accept4", "recvfrom", "recvmsg", "sendto", "sendmsg",
+	"shutdown", "setsockopt", "getsockopt", "getsockname", "getpeername", "socket", "bind",
+	/* BPF maps, iterators, statistics; other network namespaces */
+	"bpf", "setns",
+	/* shutdown: the child that frees the bare perf events (src/detach.c) */
+	"wait4", "kill",
+};
+
+int sandbox_syscalls(enum seccomp_mode mode, char *err, size_t len)
+{
+	scmp_filter_ctx ctx;
+	int rc, unknown = 0;
+
+	if (mode == SECCOMP_OFF) {
+		pr_info("seccomp: off (--seccomp off)\n");
+		return 0;
+	}
+	ctx = seccomp_init(mode == SECCOMP_LOG ? SCMP_ACT_LOG : SCMP_ACT_ERRNO(EPERM));
+	if (!ctx) {
+		snprintf(err, len, "seccomp: cannot create a filter");
+		return -1;
+	}
+	/* every thread, those started later too (they inherit it) */
+	rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+	/* a refused call is logged by the kernel too (audit type 1326: which call, which thread) */
+	if (!rc)
+		rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_LOG, 1);
+	for (size_t i = 0; !rc && i < sizeof(allowed) / sizeof(allowed[0]); i++) {
+		int nr = seccomp_syscall_resolve_name(allowed[i]);
+
+		if (nr == __NR_SCMP_ERROR) {
+			unknown++; /* not on this architecture */
+			continue;
+		}
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+	}
+	/* prctl for a thread's name only (libmicrohttpd names its thread) */
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
+				      SCMP_A0(SCMP_CMP_EQ, PR_SET_NAME));
+	if (!rc)
+		rc = seccomp_load(ctx);
+	seccomp_release(ctx);
+	if (rc) {
+		snprintf(err, len, "seccomp: cannot install the filter: %s", strerror(-rc));
+		return -1;
+	}
+	pr_info("seccomp: %zu syscalls allowed (and prctl PR_SET_NAME), others %s\n",
+		sizeof(allowed) / sizeof(allowed[0]) - unknown,
+		mode == SECCOMP_LOG ? "allowed and logged (--seccomp log)" : "refused (EPERM)");
+	return 0;
+}

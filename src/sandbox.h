@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef PLUMB_SANDBOX_H
+#define PLUMB_SANDBOX_H
+
+#include <stddef.h>
+
+#include "cli.h"
+
+/*
+ * Installs the agent's seccomp filter on every thread (after privileges_drop(), which sets
+ * no_new_privs): the syscalls in src/sandbox.c's list pass; any other gets EPERM
+ * (SECCOMP_ENFORCE) or passes and is logged by the kernel (SECCOMP_LOG). 0, or -1 with err.
+ */
+int sandbox_syscalls(enum seccomp_mode mode, char *err, size_t len);
+
+#endif
