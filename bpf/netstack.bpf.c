@@ -434,14 +434,14 @@ static __always_inline bool is_veth(struct net_device *dev)
 	const char *kind = BPF_CORE_READ(dev, rtnl_link_ops, kind);
 	char k[5];
 
-	return kind && !bpf_probe_read_kernel(k, sizeof(k), kind) && k[0] == 'v' &&
-	       k[1] == 'e' && k[2] == 't' && k[3] == 'h' && !k[4];
+	return kind && !bpf_probe_read_kernel(k, sizeof(k), kind) && k[0] == 'v' && k[1] == 'e' &&
+	       k[2] == 't' && k[3] == 'h' && !k[4];
 }
 
 /*
  * After the driver's ndo_start_xmit returned. On a veth or lo the skb already belongs to the
  * peer's receive path: only the pointer is used, never read. Its netif_rx came first, unless
- * the peer receives by NAPI (veth with GRO or XDP on the peer): then the skb is in the peer's
+ * the peer receives by NAPI (a veth with GRO on the peer): then the skb is in the peer's
  * ring, still at NS_ST_XMIT here unless the peer's poll on another CPU took it already.
  */
 SEC("tp_btf/net_dev_xmit")
@@ -451,10 +451,11 @@ int BPF_PROG(ns_xmit, struct sk_buff *skb, int rc, struct net_device *dev)
 	struct netstack_pkt *p;
 
 	p = pkt_find(skb, false, &now);
-	if (!p || p->stage != NS_ST_XMIT)
+	/* its start_xmit was on this device: not a freed and reused skb from elsewhere */
+	if (!p || p->stage != NS_ST_XMIT || p->ifindex != BPF_CORE_READ(dev, ifindex))
 		return 0;
 	if (is_veth(dev)) {
-		/* its peer receives by NAPI (GRO or XDP there): the packet waits in its ring */
+		/* its peer receives by NAPI (GRO there): the packet waits in its ring */
 		segment(p, NS_CROSSING, now, NS_ST_RING);
 		return 0;
 	}
@@ -565,6 +566,8 @@ int BPF_PROG(ns_receive, struct sk_buff *skb)
 		 */
 		__u64 start = 0;
 
+		if (p->stage == NS_ST_RING) /* the receiving device, had GRO not seen it */
+			dev_ids(skb->dev, &p->ifindex, &p->netns);
 		cpu = bpf_map_lookup_elem(&ns_cpu, &zero);
 		if (cpu) {
 			start = cpu->softirq_ts;

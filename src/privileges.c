@@ -14,13 +14,6 @@
 #include "log.h"
 #include "privileges.h"
 
-#ifndef CAP_PERFMON
-#define CAP_PERFMON 38
-#endif
-#ifndef CAP_BPF
-#define CAP_BPF 39
-#endif
-
 /* What stays, and why: docs/security.md says the same. */
 static const cap_value_t keep[] = {
 	CAP_BPF, /* map reads and iterators: 6.1-6.4 check it on every bpf() command */
@@ -51,8 +44,8 @@ int privileges_drop(char *err, size_t len)
 	}
 	/* the bounding set first: dropping from it needs CAP_SETPCAP, which goes next */
 	for (cap_value_t c = 0; c < last; c++) {
-		if (kept(c) || CAP_IS_SUPPORTED(c) != 1)
-			continue;
+		if (kept(c) || cap_get_bound(c) != 1)
+			continue; /* kept, unknown to this kernel, or not in the set */
 		if (cap_drop_bound(c))
 			bound_left++; /* no CAP_SETPCAP (not root): the set stays as it was given */
 	}
@@ -77,11 +70,9 @@ int privileges_drop(char *err, size_t len)
 		snprintf(err, len, "cannot set no_new_privs: %s", strerror(errno));
 		goto out;
 	}
-	if (bound_left)
-		pr_info("capabilities: %d not dropped from the bounding set (no CAP_SETPCAP)\n",
-			bound_left);
 	pr_info("capabilities: kept cap_bpf, cap_perfmon, cap_sys_admin, cap_sys_ptrace, "
-		"cap_dac_read_search (those given); every other dropped\n");
+		"cap_dac_read_search (those given); every other dropped%s\n",
+		bound_left ? ", but the bounding set stays as given (no CAP_SETPCAP)" : "");
 	ret = 0;
 out:
 	cap_free(now);

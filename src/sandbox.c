@@ -8,7 +8,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sched.h>
 #include <seccomp.h>
+#include <linux/bpf.h>
 #include <sys/prctl.h>
 
 #include "log.h"
@@ -16,26 +18,132 @@
 
 static const char *const allowed[] = {
 	/* memory, threads, time, signals: glibc, libbpf, libmicrohttpd, GnuTLS */
-	"brk", "mmap", "munmap", "mprotect", "mremap", "madvise", "futex", "clone", "clone3",
-	"set_robust_list", "rseq", "exit", "exit_group", "gettid", "getpid", "getppid", "getuid",
-	"geteuid", "getgid", "getegid", "rt_sigaction", "rt_sigprocmask", "rt_sigreturn",
-	"sigaltstack", "restart_syscall", "nanosleep", "clock_nanosleep", "clock_gettime",
-	"clock_getres", "gettimeofday", "sched_yield", "sched_getaffinity", "getrandom",
-	"membarrier", "uname", "sysinfo", "prlimit64",
+	"brk",
+	"mmap",
+	"munmap",
+	"mprotect",
+	"mremap",
+	"madvise",
+	"futex",
+	"clone",
+	"clone3",
+	"set_robust_list",
+	"rseq",
+	"exit",
+	"exit_group",
+	"gettid",
+	"getpid",
+	"getppid",
+	"getuid",
+	"geteuid",
+	"getgid",
+	"getegid",
+	"rt_sigaction",
+	"rt_sigprocmask",
+	"rt_sigreturn",
+	"sigaltstack",
+	"restart_syscall",
+	"nanosleep",
+	"clock_nanosleep",
+	"clock_gettime",
+	"clock_getres",
+	"gettimeofday",
+	"sched_yield",
+	"sched_getaffinity",
+	"getrandom",
+	"membarrier",
+	"uname",
+	"sysinfo",
+	"prlimit64",
 	/* files: /proc, /sys, cgroupfs, mountinfo, the web config's TLS files at reload */
-	"read", "pread64", "readv", "write", "writev", "openat", "close", "lseek", "fstat",
-	"newfstatat", "statx", "statfs", "fstatfs", "getdents64", "readlink", "readlinkat",
-	"faccessat", "faccessat2", "access", "fcntl", "ioctl", "dup", "dup3", "pipe", "pipe2",
+	"read",
+	"pread64",
+	"readv",
+	"write",
+	"writev",
+	"openat",
+	"close",
+	"lseek",
+	"fstat",
+	"newfstatat",
+	"statx",
+	"statfs",
+	"fstatfs",
+	"getdents64",
+	"readlink",
+	"readlinkat",
+	"faccessat",
+	"faccessat2",
+	"access",
+	"fcntl",
+	"ioctl",
+	"dup",
+	"dup3",
+	"pipe",
+	"pipe2",
 	"eventfd2",
 	/* the HTTP server and netlink (a namespace's addresses) */
-	"poll", "ppoll", "select", "pselect6", "epoll_create1", "epoll_ctl", "epoll_wait",
-	"epoll_pwait", "accept", "accept4", "recvfrom", "recvmsg", "sendto", "sendmsg",
-	"shutdown", "setsockopt", "getsockopt", "getsockname", "getpeername", "socket", "bind",
-	/* BPF maps, iterators, statistics; other network namespaces */
-	"bpf", "setns",
-	/* shutdown: the child that frees the bare perf events (src/detach.c) */
-	"wait4", "kill",
+	"poll",
+	"ppoll",
+	"select",
+	"pselect6",
+	"epoll_create1",
+	"epoll_ctl",
+	"epoll_wait",
+	"epoll_pwait",
+	"accept",
+	"accept4",
+	"recvfrom",
+	"recvmsg",
+	"sendto",
+	"sendmsg",
+	"shutdown",
+	"setsockopt",
+	"getsockopt",
+	"getsockname",
+	"getpeername",
+	"socket",
+	"bind",
+	/* glibc before 2.33 (Debian 12 has 2.36, which uses newfstatat) */
+	"stat",
+	"lstat",
 };
+
+/*
+ * bpf() with these commands only: the agent's own maps, its iterators, its programs' info.
+ * Not: loading programs or BTF, creating maps or links, attaching, pinning, or opening other
+ * tools' objects by id or path.
+ */
+static const unsigned int bpf_cmds[] = {
+	BPF_MAP_LOOKUP_ELEM,	BPF_MAP_UPDATE_ELEM,
+	BPF_MAP_DELETE_ELEM,	BPF_MAP_GET_NEXT_KEY,
+	BPF_OBJ_GET_INFO_BY_FD, BPF_MAP_LOOKUP_AND_DELETE_ELEM,
+	BPF_MAP_LOOKUP_BATCH,	BPF_MAP_LOOKUP_AND_DELETE_BATCH,
+	BPF_MAP_DELETE_BATCH,	BPF_ITER_CREATE,
+};
+
+/* Rules with an argument: the calls whose other uses the agent has no need of. */
+static int add_narrow_rules(scmp_filter_ctx ctx)
+{
+	int rc = 0;
+
+	for (size_t i = 0; !rc && i < sizeof(bpf_cmds) / sizeof(bpf_cmds[0]); i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(bpf), 1,
+				      SCMP_A0(SCMP_CMP_EQ, bpf_cmds[i]));
+	/* network namespaces only (src/identity/netns.c) */
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(setns), 1,
+				      SCMP_A1(SCMP_CMP_EQ, CLONE_NEWNET));
+	/* signal 0 only: whether a process exists (the flow module's peers) */
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1,
+				      SCMP_A1(SCMP_CMP_EQ, 0));
+	/* a thread's name only (libmicrohttpd names its thread) */
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
+				      SCMP_A0(SCMP_CMP_EQ, PR_SET_NAME));
+	return rc;
+}
 
 int sandbox_syscalls(enum seccomp_mode mode, char *err, size_t len)
 {
@@ -59,16 +167,14 @@ int sandbox_syscalls(enum seccomp_mode mode, char *err, size_t len)
 	for (size_t i = 0; !rc && i < sizeof(allowed) / sizeof(allowed[0]); i++) {
 		int nr = seccomp_syscall_resolve_name(allowed[i]);
 
-		if (nr == __NR_SCMP_ERROR) {
-			unknown++; /* not on this architecture */
+		if (nr < 0) {
+			unknown++; /* not on this architecture (libseccomp's pseudo-numbers) */
 			continue;
 		}
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
 	}
-	/* prctl for a thread's name only (libmicrohttpd names its thread) */
 	if (!rc)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
-				      SCMP_A0(SCMP_CMP_EQ, PR_SET_NAME));
+		rc = add_narrow_rules(ctx);
 	if (!rc)
 		rc = seccomp_load(ctx);
 	seccomp_release(ctx);
@@ -76,7 +182,8 @@ int sandbox_syscalls(enum seccomp_mode mode, char *err, size_t len)
 		snprintf(err, len, "seccomp: cannot install the filter: %s", strerror(-rc));
 		return -1;
 	}
-	pr_info("seccomp: %zu syscalls allowed (and prctl PR_SET_NAME), others %s\n",
+	pr_info("seccomp: %zu syscalls allowed, and bpf, setns, kill, prctl for some arguments; "
+		"others %s\n",
 		sizeof(allowed) / sizeof(allowed[0]) - unknown,
 		mode == SECCOMP_LOG ? "allowed and logged (--seccomp log)" : "refused (EPERM)");
 	return 0;

@@ -137,6 +137,7 @@ class Agent:
     def __init__(self, cleanup, *args, wait_for_module=True):
         self.port = free_port()
         self.log = tempfile.TemporaryFile(mode="w+")
+        self.started = time.monotonic()
         self.proc = subprocess.Popen(
             [PLUMB, "agent", "--listen", f"127.0.0.1:{self.port}", *args],
             stdout=self.log, stderr=subprocess.STDOUT)
@@ -179,7 +180,26 @@ class Agent:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        refused = refused_syscalls(self.proc.pid, self.started)
+        if refused and self.proc.pid not in REFUSED:
+            REFUSED[self.proc.pid] = refused
         return self.proc.returncode
+
+
+# Agents whose seccomp filter refused a syscall: {pid: ["syscall=N", ...]}. Runner.finish()
+# fails the file on any: a refused call is a path the filter's list lacks (src/sandbox.c).
+REFUSED = {}
+
+
+def refused_syscalls(pid, since):
+    """The syscalls the kernel's audit records (type 1326, action errno) say seccomp refused
+    to the agent process pid since the monotonic time since (printk's clock, to a second),
+    from the kernel log."""
+    r = subprocess.run(["dmesg"], capture_output=True, text=True)
+    pattern = re.compile(rf"^\[\s*([0-9.]+)\] .*type=1326 .* pid={pid} .*comm=\"plumb\" .* "
+                         rf"(syscall=\d+) .* code=0x5[0-9a-f]{{4}}\b")
+    return sorted({m.group(2) for m in map(pattern.match, r.stdout.splitlines())
+                   if m and float(m.group(1)) >= since - 1})
 
 
 LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
@@ -239,6 +259,10 @@ class Runner:
         sys.stdout.flush()
 
     def finish(self):
+        for pid, calls in REFUSED.items():
+            self.failed += 1
+            print(f"FAIL agent {pid}: its seccomp filter refused {', '.join(calls)} "
+                  "(src/sandbox.c's list lacks them; the kernel log has the records)")
         print(f"{self.passed} passed, {self.failed} failed")
         return 1 if self.failed else 0
 

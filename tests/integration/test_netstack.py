@@ -843,12 +843,18 @@ def scenario_softirq(hosts, cleanup):
     assert last >= 1, "needs two CPUs"
     ns2 = ["ip", "netns", "exec", h2]
     before = napi_threads()
+
+    def feature(ns, dev, name):
+        out = sh("ip", "netns", "exec", ns, "ethtool", "-k", dev).stdout
+        return re.search(rf"^{name}: (on|off)", out, re.M).group(1)
+    tso = feature(sw, "port2", "tcp-segmentation-offload")
+    gro = feature(h2, "eth0", "generic-receive-offload")
     # veth hands a packet to its peer's NAPI when GRO is on there and the sending side does
     # not segment (a forwarded skb from a TSO device goes the netif_rx way)
-    cleanup.add(lambda: sh("ip", "netns", "exec", sw, "ethtool", "-K", "port2", "tso", "on",
+    cleanup.add(lambda: sh("ip", "netns", "exec", sw, "ethtool", "-K", "port2", "tso", tso,
                            check=False))
     sh("ip", "netns", "exec", sw, "ethtool", "-K", "port2", "tso", "off")
-    cleanup.add(lambda: sh(*ns2, "ethtool", "-K", "eth0", "gro", "off", check=False))
+    cleanup.add(lambda: sh(*ns2, "ethtool", "-K", "eth0", "gro", gro, check=False))
     sh(*ns2, "ethtool", "-K", "eth0", "gro", "on")
     cleanup.add(lambda: sh(*ns2, "sh", "-c", "echo 0 > /sys/class/net/eth0/threaded",
                            check=False))
@@ -864,6 +870,9 @@ def scenario_softirq(hosts, cleanup):
     def inject():
         hog[0] = subprocess.Popen([sys.executable, "-c", RT_HOG, str(last), RT_HOG_BUSY,
                                    RT_HOG_IDLE])
+        time.sleep(0.1)
+        assert hog[0].poll() is None, f"the real-time thread exited ({hog[0].returncode}): " \
+            "SCHED_FIFO refused?"
 
     def remove():
         hog[0].kill()
