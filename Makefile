@@ -12,7 +12,7 @@ DESTDIR    ?=
 CFLAGS     ?= -O2 -g
 CFLAGS     += -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE -DPLUMB_VERSION=\"$(VERSION)\" \
 	      -Iinclude -Isrc -I$(BUILD)
-LDLIBS     += -lbpf -lelf -lz -lmicrohttpd -ljson-c -lcurl -lmetis -lyaml -lcrypt -lgnutls -lcap -lseccomp -lpthread -lm
+LDLIBS     += -lbpf -lelf -lz -lmicrohttpd -ljson-c -lcurl -lmetis -lyaml -lcrypt -lgnutls -lcap -lseccomp -lncursesw -ltinfo -lpthread -lm
 BPF_CFLAGS := -target bpf -g -O2 -Wall -Werror -D__TARGET_ARCH_$(ARCH) \
 	      -Ibpf/vmlinux/$(ARCH) -Iinclude -Ibpf
 

@@ -424,6 +424,96 @@ enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *
 	return CLI_OK;
 }
 
+const char *const top_col_names[TOP_COLS] = {
+	[TOP_COL_CPU] = "cpu",	 [TOP_COL_RUNQ] = "runq", [TOP_COL_BLOCK] = "block",
+	[TOP_COL_WAIT] = "wait", [TOP_COL_READ] = "read", [TOP_COL_WRITE] = "write",
+	[TOP_COL_NET] = "net",	 [TOP_COL_NAME] = "name",
+};
+
+enum cli_result cli_parse_top(int argc, char **argv, struct top_options *o, char *err,
+			      size_t errlen)
+{
+	static const struct option opts[] = {
+		{ "interval", required_argument, NULL, 'i' },
+		{ "count", required_argument, NULL, 'c' },
+		{ "sort", required_argument, NULL, 's' },
+		{ "filter", required_argument, NULL, 'f' },
+		{ "batch", no_argument, NULL, 'b' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	unsigned int count;
+	int c, k;
+
+	memset(o, 0, sizeof(*o));
+	o->interval_ms = 1000;
+	o->sort = TOP_COL_CPU;
+	optind = 0;
+	opterr = 0;
+	while ((c = next_opt(argc, argv, opts, ":i:c:s:f:bjvh", err, errlen)) != -1) {
+		switch (c) {
+		case 'i':
+			if (cli_parse_duration_ms(optarg, &o->interval_ms) ||
+			    o->interval_ms < 250) {
+				snprintf(err, errlen,
+					 "--interval: '%s' is not a duration of at least 250ms",
+					 optarg);
+				return CLI_ERROR;
+			}
+			break;
+		case 'c':
+			if (parse_uint(optarg, 1, 1u << 30, &count)) {
+				snprintf(err, errlen, "--count: '%s' is not a positive number",
+					 optarg);
+				return CLI_ERROR;
+			}
+			o->count = count;
+			break;
+		case 's':
+			for (k = 0; k < TOP_COLS && strcmp(optarg, top_col_names[k]); k++)
+				;
+			if (k == TOP_COLS) {
+				snprintf(err, errlen,
+					 "--sort: '%s' is not one of cpu, runq, block, wait, read, "
+					 "write, net, name",
+					 optarg);
+				return CLI_ERROR;
+			}
+			o->sort = k;
+			break;
+		case 'f':
+			if (strlen(optarg) >= sizeof(o->filter)) {
+				snprintf(err, errlen, "--filter: longer than %zu characters",
+					 sizeof(o->filter) - 1);
+				return CLI_ERROR;
+			}
+			snprintf(o->filter, sizeof(o->filter), "%s", optarg);
+			break;
+		case 'b':
+			o->batch = true;
+			break;
+		case 'j':
+			o->json = true;
+			o->batch = true;
+			break;
+		case 'v':
+			o->verbose++;
+			break;
+		case 'h':
+			return CLI_HELP;
+		default:
+			return CLI_ERROR;
+		}
+	}
+	if (optind < argc) {
+		snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+		return CLI_ERROR;
+	}
+	return CLI_OK;
+}
+
 static int copy_path(char *dst, size_t len, const char *opt, const char *arg, char *err,
 		     size_t errlen)
 {

@@ -51,6 +51,31 @@ struct io_options {
 	unsigned int io_latency_sample;
 };
 
+/* plumb top's columns: what it sorts by (--sort NAME, keys) */
+enum top_col {
+	TOP_COL_CPU = 0,
+	TOP_COL_RUNQ,
+	TOP_COL_BLOCK,
+	TOP_COL_WAIT,
+	TOP_COL_READ,
+	TOP_COL_WRITE,
+	TOP_COL_NET,
+	TOP_COL_NAME,
+	TOP_COLS,
+};
+
+extern const char *const top_col_names[TOP_COLS];
+
+struct top_options {
+	unsigned int interval_ms;
+	long count; /* 0: until interrupted (or q) */
+	enum top_col sort;
+	char filter[128]; /* workloads whose name or cgroup contains it (any case) */
+	bool batch; /* plain lines even on a terminal */
+	bool json; /* one JSON object per interval (implies batch) */
+	int verbose;
+};
+
 enum place_format {
 	PLACE_FORMAT_TABLE = 0,
 	PLACE_FORMAT_JSON,
@@ -125,6 +150,8 @@ int cli_parse_modules(const char *s, uint32_t *mask, char *err, size_t errlen);
 enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, char *err,
 				size_t errlen);
 enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *err, size_t errlen);
+enum cli_result cli_parse_top(int argc, char **argv, struct top_options *o, char *err,
+			      size_t errlen);
 enum cli_result cli_parse_place(int argc, char **argv, struct place_options *o, char *err,
 				size_t errlen);
 

@@ -11,6 +11,7 @@
 #include "io_view.h"
 #include "log.h"
 #include "place_view.h"
+#include "top.h"
 #include "plumb.h"
 
 struct cmd {
@@ -94,6 +95,49 @@ static void io_usage(FILE *out)
 		"  plumb io --json --count 1 | jq '.rows[] | {workload, mount, "
 		"write_bytes_per_second}'\n",
 		PLUMB_DEFAULT_LATENCY_SAMPLE);
+}
+
+static void top_usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: plumb top [--interval DUR] [--sort COLUMN] [--filter TEXT] [--batch | "
+		"--json]\n"
+		"                 [--count N]\n"
+		"\n"
+		"One live view of the host, per workload (cgroup): CPU, run-queue and blocked "
+		"time,\n"
+		"the longest wait by kind, file I/O, network bytes to peers, and the network\n"
+		"stack's bottleneck. Loads the wait, io, flow and netstack modules itself: needs "
+		"no\n"
+		"running agent. Times are percent of one CPU (thread-seconds per second, summed\n"
+		"over the workload's threads), rates per second over the interval.\n"
+		"\n"
+		"  -i, --interval DUR   refresh interval, at least 250ms (default 1s)\n"
+		"  -s, --sort COLUMN    cpu (default), runq, block, wait, read, write, net, name\n"
+		"  -f, --filter TEXT    only workloads whose name or cgroup contains TEXT (any "
+		"case)\n"
+		"  -b, --batch          plain lines, also on a terminal (the default when stdout "
+		"is\n"
+		"                       not one)\n"
+		"  -j, --json           one JSON object per interval: every active workload, the\n"
+		"                       numbers unrounded (thread-seconds and bytes per second)\n"
+		"  -c, --count N        stop after N intervals (default: until q or Ctrl-C)\n"
+		"  -v, --verbose        say which modules loaded (twice: libbpf's log)\n"
+		"  -h, --help           this help\n"
+		"\n"
+		"Keys: q quit; < > or Left Right: sort column; c r b w i o n s: sort by cpu, "
+		"runq,\n"
+		"block, wait, read, write (o: output), net, name; / filter (Enter applies, Esc\n"
+		"cancels, empty clears); Up Down PgUp PgDn Home End: select; Enter: drill into "
+		"the\n"
+		"workload (its mounts, peers, netstack components, threads and what each waits "
+		"on);\n"
+		"Esc or Backspace: back; p or Space: pause.\n"
+		"\n"
+		"Examples:\n"
+		"  plumb top\n"
+		"  plumb top --sort wait --filter slurm\n"
+		"  plumb top --batch --count 3 --sort net\n");
 }
 
 static void place_usage(FILE *out)
@@ -253,6 +297,25 @@ static int run_io(int argc, char **argv)
 	return io_view_run(&o);
 }
 
+static int run_top(int argc, char **argv)
+{
+	struct top_options o;
+	char err[256];
+
+	switch (cli_parse_top(argc, argv, &o, err, sizeof(err))) {
+	case CLI_HELP:
+		top_usage(stdout);
+		return 0;
+	case CLI_ERROR:
+		return usage_error("top", err, top_usage);
+	case CLI_OK:
+		break;
+	}
+	log_level = o.verbose > 1 ? LOG_DEBUG : o.verbose ? LOG_INFO : LOG_WARN;
+	log_setup_libbpf();
+	return top_run(&o);
+}
+
 static int run_place(int argc, char **argv)
 {
 	struct place_options o;
@@ -363,6 +426,8 @@ static int run_diagnose(int argc, char **argv)
 
 static const struct cmd cmds[] = {
 	{ "agent", "run the agent: Prometheus metrics for every module", run_agent, agent_usage },
+	{ "top", "one live view of the host: every workload's CPU, waits, I/O, network", run_top,
+	  top_usage },
 	{ "io", "live file I/O per workload and mount", run_io, io_usage },
 	{ "diagnose", "why a service slowed down: its threads' waits, ranked causes", run_diagnose,
 	  diagnose_help },

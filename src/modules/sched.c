@@ -1005,6 +1005,30 @@ int sched_snapshot(struct plumb_module *m, struct sched_thread_sample **threads,
 	return 0;
 }
 
+int sched_cgroup_snapshot(struct plumb_module *m, struct sched_cgroup_sample **out, size_t *n)
+{
+	struct sched_state *s = m->priv;
+	int err = collect_begin(s);
+
+	*out = NULL;
+	*n = 0;
+	if (err)
+		return err;
+	*out = calloc(collect_n ? collect_n : 1, sizeof(**out));
+	if (!*out) {
+		collect_end();
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < collect_n; i++) {
+		(*out)[i].cgroup_id = collect_list[i]->id;
+		snprintf((*out)[i].path, sizeof((*out)[i].path), "%s", collect_list[i]->path);
+		memcpy((*out)[i].q, collect_list[i]->ns, sizeof((*out)[i].q));
+	}
+	*n = collect_n;
+	collect_end();
+	return 0;
+}
+
 const char *sched_cgroup_path(struct plumb_module *m, uint64_t cgroup_id)
 {
 	struct sched_state *s = m->priv;

@@ -48,6 +48,19 @@ extern const char *const wait_kind_names[WAIT_KINDS];
 int sched_snapshot(struct plumb_module *m, struct sched_thread_sample **threads, size_t *n,
 		   struct sched_wait_sample **waits, size_t *nwaits);
 
+/* One cgroup's counts, cumulative since the attach, its exited threads' included. */
+struct sched_cgroup_sample {
+	uint64_t cgroup_id;
+	char path[256]; /* under the cgroup2 mount; "" while it cannot be named */
+	uint64_t q[SCHED_QUANTITIES];
+};
+
+/*
+ * Every cgroup the module counts now, in id order (the threads read unless sched_snapshot just
+ * did). The caller frees *out.
+ */
+int sched_cgroup_snapshot(struct plumb_module *m, struct sched_cgroup_sample **out, size_t *n);
+
 /* The cgroup path of an id the module has seen ("" when it cannot be named). */
 const char *sched_cgroup_path(struct plumb_module *m, uint64_t cgroup_id);
 

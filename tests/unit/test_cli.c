@@ -968,6 +968,85 @@ static void test_io_errors(void **state)
 		fail_msg("%d of %zu io error cases failed", failures, ARRAY_SIZE(cases));
 }
 
+/* top: defaults, each option, and the errors */
+static enum cli_result parse_top(int argc, char **argv, char *err, size_t errlen)
+{
+	struct top_options o;
+
+	return cli_parse_top(argc, argv, &o, err, errlen);
+}
+
+static void test_top_options(void **state)
+{
+	static const char *none[MAX_ARGS] = { NULL };
+	static const char *all[MAX_ARGS] = { "-i2s",	  "--sort=wait", "-fSlurm/job",
+					     "--count=3", "-b",		 "-vv" };
+	static const char *json[MAX_ARGS] = { "--json", "-s", "name" };
+	struct top_options o;
+	char err[ERR_LEN];
+	struct argv_buf a;
+
+	(void)state;
+	argv_build(&a, "top", none);
+	assert_int_equal(cli_parse_top(a.argc, a.argv, &o, err, sizeof(err)), CLI_OK);
+	argv_free(&a);
+	assert_int_equal(o.interval_ms, 1000);
+	assert_int_equal(o.sort, TOP_COL_CPU);
+	assert_int_equal(o.count, 0);
+	assert_string_equal(o.filter, "");
+	assert_false(o.batch);
+	assert_false(o.json);
+
+	argv_build(&a, "top", all);
+	assert_int_equal(cli_parse_top(a.argc, a.argv, &o, err, sizeof(err)), CLI_OK);
+	argv_free(&a);
+	assert_int_equal(o.interval_ms, 2000);
+	assert_int_equal(o.sort, TOP_COL_WAIT);
+	assert_string_equal(o.filter, "Slurm/job");
+	assert_int_equal(o.count, 3);
+	assert_true(o.batch);
+	assert_int_equal(o.verbose, 2);
+
+	argv_build(&a, "top", json);
+	assert_int_equal(cli_parse_top(a.argc, a.argv, &o, err, sizeof(err)), CLI_OK);
+	argv_free(&a);
+	assert_true(o.json);
+	assert_true(o.batch); /* JSON is never drawn on a terminal */
+	assert_int_equal(o.sort, TOP_COL_NAME);
+	for (int c = 0; c < TOP_COLS; c++)
+		assert_non_null(top_col_names[c]);
+}
+
+static void test_top_errors(void **state)
+{
+	static const struct result_case cases[] = {
+		{ { "--help" }, HELP },
+		{ { "--sort", "colour" },
+		  ERROR_IS("--sort: 'colour' is not one of cpu, runq, block, wait, read, write, "
+			   "net, "
+			   "name") },
+		{ { "--sort" }, ERROR_IS("option '--sort' needs a value") },
+		{ { "-i", "100ms" },
+		  ERROR_IS("--interval: '100ms' is not a duration of at least 250ms") },
+		{ { "-i", "soon" },
+		  ERROR_IS("--interval: 'soon' is not a duration of at least 250ms") },
+		{ { "-c", "0" }, ERROR_IS("--count: '0' is not a positive number") },
+		{ { "--filter", "012345678901234567890123456789012345678901234567890123456789012345"
+				"6789012345678901"
+				"234567890123456789012345678901234567890123456789" },
+		  ERROR_IS("--filter: longer than 127 characters") },
+		{ { "--batch=1" }, ERROR_IS("option '--batch' takes no value") },
+		{ { "--pid", "1" }, ERROR_IS("unknown option '--pid'") },
+		{ { "cpu" }, ERROR_IS("unexpected argument 'cpu'") },
+	};
+	int failures;
+
+	(void)state;
+	failures = check_results("top", parse_top, cases, ARRAY_SIZE(cases));
+	if (failures)
+		fail_msg("%d of %zu top error cases failed", failures, ARRAY_SIZE(cases));
+}
+
 /* place: the options as one string, so that a case's expectation reads as a line */
 static void place_str(const struct place_options *o, char *buf, size_t len)
 {
@@ -1472,6 +1551,8 @@ int main(void)
 		cmocka_unit_test(test_io_defaults),
 		cmocka_unit_test(test_io_options),
 		cmocka_unit_test(test_io_errors),
+		cmocka_unit_test(test_top_options),
+		cmocka_unit_test(test_top_errors),
 		cmocka_unit_test(test_place_options),
 		cmocka_unit_test(test_place_errors),
 		cmocka_unit_test(test_url),
