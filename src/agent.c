@@ -26,6 +26,7 @@
 #include "host.h"
 #include "privileges.h"
 #include "sandbox.h"
+#include "export/carry.h"
 #include "export/http.h"
 #include "export/prom.h"
 #include "export/webconfig.h"
@@ -54,6 +55,7 @@ struct agent {
 	char addrs[AGENT_ADDRESSES_MAX][INET6_ADDRSTRLEN];
 	int naddrs;
 	uint64_t addrs_ms; /* when they were read; 0: never */
+	struct carry *carry; /* --pin: counters carried over a restart; NULL without */
 };
 
 /* The observed network namespace's addresses (docs/graph.md), read at most every 5 s. */
@@ -261,6 +263,18 @@ static void write_self_metrics(struct agent *a, struct prom_writer *w)
 			prom_sample(w, l, 2, (double)health[i].maps[j].capacity);
 		}
 
+	if (a->carry) {
+		prom_family(w, "plumb_pin_restored_series", PROM_GAUGE,
+			    "Counter series this agent took over from the one before it (--pin).");
+		prom_sample(w, NULL, 0, (double)carry_restored(a->carry));
+		prom_family(w, "plumb_pin_previous_dropped_series", PROM_GAUGE,
+			    "Counter series the agent before could not hand over: more than "
+			    "--pin-capacity (they restart from 0).");
+		prom_sample(w, NULL, 0, (double)carry_previous_dropped(a->carry));
+		prom_family(w, "plumb_pin_capacity", PROM_GAUGE,
+			    "Most counter series carried over a restart (--pin-capacity).");
+		prom_sample(w, NULL, 0, carry_capacity(a->carry));
+	}
 	if (bpf_stats_enabled())
 		write_program_stats(w, health);
 }
@@ -270,6 +284,10 @@ static int agent_metrics(void *ctx, struct prom_writer *w)
 	struct agent *a = ctx;
 	double start = monotonic_s();
 
+	if (a->carry) {
+		w->adjust = carry_adjust;
+		w->adjust_ctx = a->carry;
+	}
 	pthread_mutex_lock(&a->lock);
 	for (size_t i = 0; i < plumb_module_count; i++) {
 		struct plumb_module *m = plumb_modules[i];
@@ -285,6 +303,33 @@ static int agent_metrics(void *ctx, struct prom_writer *w)
 		    "Time this scrape took to write the metrics above.");
 	prom_sample(w, NULL, 0, monotonic_s() - start);
 	return w->err;
+}
+
+/*
+ * --pin, at a clean exit: one last collect, after the last scrape, records every counter
+ * series' value; they go into the pinned map for the next agent.
+ */
+static void carry_hand_over(struct agent *a, const char *dir)
+{
+	struct prom_writer w;
+	uint64_t dropped;
+	size_t saved;
+	char err[256];
+
+	prom_init(&w);
+	carry_record(a->carry);
+	if (agent_metrics(a, &w))
+		pr_warn("pin: the last collect failed: %s\n", strerror(-w.err));
+	if (carry_save(a->carry, &saved, &dropped, err, sizeof(err)))
+		pr_warn("%s\n", err);
+	if (dropped)
+		pr_warn("pin: %llu counter series did not fit in --pin-capacity %u: they will "
+			"restart from 0\n",
+			(unsigned long long)dropped, carry_capacity(a->carry));
+	pr_info("pin: %zu counter series handed over in %s\n", saved, dir);
+	prom_free(&w);
+	carry_close(a->carry);
+	a->carry = NULL;
 }
 
 static void load_modules(struct agent *a, const struct plumb_config *cfg)
@@ -448,6 +493,17 @@ int agent_run(const struct agent_options *o)
 				"docs/security.md)\n",
 				o->addr);
 	}
+	/* the counters a previous agent handed over: before any BPF, a bad --pin fails first */
+	if (!o->check && o->pin[0] &&
+	    carry_open(o->pin, o->pin_capacity, &a.carry, err, sizeof(err))) {
+		pr_warn("%s\n", err);
+		http_stop(http);
+		netns_close(&a.netns);
+		return 1;
+	}
+	if (a.carry)
+		pr_info("pin: %zu counter series taken over from %s\n", carry_restored(a.carry),
+			o->pin);
 	load_modules(&a, &cfg);
 	if (o->check) {
 		ret = agent_check_print(&a);
@@ -465,12 +521,14 @@ int agent_run(const struct agent_options *o)
 		pr_warn("%s\n", err);
 		http_stop(http);
 		unload_modules();
+		carry_close(a.carry);
 		return 1;
 	}
 	if (http_serve(http, agent_metrics, agent_api, &a, err, sizeof(err))) {
 		pr_warn("%s\n", err);
 		http_stop(http);
 		unload_modules();
+		carry_close(a.carry);
 		return 1;
 	}
 	pr_info("serving metrics at http%s://%s%s%s:%u/metrics\n", tls ? "s" : "",
@@ -485,6 +543,8 @@ int agent_run(const struct agent_options *o)
 	}
 	pr_info("exiting\n");
 	http_stop(http);
+	if (a.carry)
+		carry_hand_over(&a, o->pin);
 	pthread_mutex_lock(&a.lock);
 	perf_events_handoff();
 	unload_modules();

@@ -174,6 +174,8 @@ enum {
 	OPT_NETSTACK_SAMPLE,
 	OPT_WEB_CONFIG,
 	OPT_SECCOMP,
+	OPT_PIN_DIR,
+	OPT_PIN_CAPACITY,
 	OPT_DEV,
 	OPT_MAX_MOVES,
 	OPT_PIN,
@@ -207,6 +209,8 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 		{ "netstack-sample", required_argument, NULL, OPT_NETSTACK_SAMPLE },
 		{ "web-config", required_argument, NULL, OPT_WEB_CONFIG },
 		{ "seccomp", required_argument, NULL, OPT_SECCOMP },
+		{ "pin", required_argument, NULL, OPT_PIN_DIR },
+		{ "pin-capacity", required_argument, NULL, OPT_PIN_CAPACITY },
 		{ 0 },
 	};
 	unsigned int ms;
@@ -223,6 +227,7 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 	o->flow_capacity = 131072;
 	o->flow_bytes = FLOW_BYTES_AUTO;
 	o->netstack_sample = PLUMB_DEFAULT_NETSTACK_SAMPLE;
+	o->pin_capacity = PLUMB_DEFAULT_PIN_CAPACITY;
 	optind = 0;
 	opterr = 0;
 	while ((c = next_opt(argc, argv, opts, ":l:m:vh", err, errlen)) != -1) {
@@ -335,6 +340,21 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 			} else {
 				snprintf(err, errlen,
 					 "--seccomp: '%.200s' is not enforce, log or off", optarg);
+				return CLI_ERROR;
+			}
+			break;
+		case OPT_PIN_DIR:
+			if (!*optarg || strlen(optarg) >= sizeof(o->pin)) {
+				snprintf(err, errlen, "--pin: '%.200s' is not a directory name",
+					 optarg);
+				return CLI_ERROR;
+			}
+			snprintf(o->pin, sizeof(o->pin), "%s", optarg);
+			break;
+		case OPT_PIN_CAPACITY:
+			if (parse_uint(optarg, 1024, 1u << 24, &o->pin_capacity)) {
+				snprintf(err, errlen,
+					 "--pin-capacity: '%s' is not in 1024..16777216", optarg);
 				return CLI_ERROR;
 			}
 			break;

@@ -14,6 +14,7 @@
 #define PLUMB_DEFAULT_PORT	      9977
 #define PLUMB_DEFAULT_LATENCY_SAMPLE  16
 #define PLUMB_DEFAULT_NETSTACK_SAMPLE 1 /* every flow, until the benchmark says otherwise */
+#define PLUMB_DEFAULT_PIN_CAPACITY    131072 /* counter series carried over a restart */
 
 /* --seccomp: what a syscall outside the agent's list meets once it runs (src/sandbox.h) */
 enum seccomp_mode {
@@ -39,6 +40,8 @@ struct agent_options {
 	char netns[256]; /* --netns: a name under /run/netns, or a path; "" = every netns */
 	char web_config[4096]; /* --web-config: TLS and basic auth (export/webconfig.h) */
 	enum seccomp_mode seccomp;
+	char pin[4096]; /* --pin DIR: counters carried over a restart (export/carry.h) */
+	unsigned int pin_capacity;
 };
 
 struct io_options {

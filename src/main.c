@@ -57,6 +57,11 @@ static void agent_usage(FILE *out)
 		"      --seccomp MODE       syscalls outside the agent's list: enforce (EPERM,\n"
 		"                           the default), log (allowed, the kernel logs them),\n"
 		"                           off (docs/security.md)\n"
+		"      --pin DIR            carry every counter over a restart: at a clean exit\n"
+		"                           their values go into a map pinned in DIR (on a bpf\n"
+		"                           file system), the next agent continues from them\n"
+		"                           (docs/continuity.md)\n"
+		"      --pin-capacity N     counter series carried at most (default %u)\n"
 		"  -v, --verbose            more log output (twice: libbpf's too)\n"
 		"  -h, --help               this help\n"
 		"\n"
@@ -64,11 +69,12 @@ static void agent_usage(FILE *out)
 		"  plumb agent\n"
 		"  plumb agent --listen 0.0.0.0:9977 --web-config /etc/plumb/web.yml\n"
 		"  plumb agent --netns pod1 --listen 127.0.0.1:9978\n"
+		"  plumb agent --pin /sys/fs/bpf/plumb\n"
 		"  curl -s localhost:9977/api/v1/graph\n"
 		"  plumb agent --listen 0.0.0.0:9977 --modules io\n"
 		"  curl -s localhost:9977/metrics | grep plumb_io_write_bytes_total\n",
 		PLUMB_DEFAULT_ADDR, PLUMB_DEFAULT_PORT, PLUMB_DEFAULT_LATENCY_SAMPLE,
-		PLUMB_DEFAULT_NETSTACK_SAMPLE);
+		PLUMB_DEFAULT_NETSTACK_SAMPLE, PLUMB_DEFAULT_PIN_CAPACITY);
 }
 
 static void io_usage(FILE *out)

@@ -185,9 +185,16 @@ static bool family_started(const struct prom_writer *w, const char *name)
 	return false;
 }
 
+/*
+ * One line: name+suffix{labels,le="..."} value. adjust: the value is a counter's (or a
+ * histogram's), passed through the writer's adjust hook with the series text. exact: the
+ * value already formatted (a count beyond 2^53 prints exactly), used unless it is adjusted.
+ */
 static void put_line(struct prom_writer *w, const char *suffix, const struct prom_label *labels,
-		     size_t nlabels, const char *le, const char *value)
+		     size_t nlabels, const char *le, double value, const char *exact, bool adjust)
 {
+	char num[PROM_NUMBER_MAX];
+	size_t start = w->len;
 	size_t i;
 
 	put(w, w->names + w->family);
@@ -209,8 +216,16 @@ static void put_line(struct prom_writer *w, const char *suffix, const struct pro
 		}
 		put(w, "}");
 	}
+	if (adjust && w->adjust && !w->err) {
+		value = w->adjust(w->adjust_ctx, w->buf + start, w->len - start, value);
+		exact = NULL;
+	}
+	if (exact)
+		snprintf(num, sizeof(num), "%s", exact);
+	else
+		format_number(num, sizeof(num), value);
 	put(w, " ");
-	put(w, value);
+	put(w, num);
 	put(w, "\n");
 }
 
@@ -284,7 +299,6 @@ int prom_family(struct prom_writer *w, const char *name, enum prom_type type, co
 void prom_sample(struct prom_writer *w, const struct prom_label *labels, size_t nlabels,
 		 double value)
 {
-	char num[PROM_NUMBER_MAX];
 	size_t start = w->len;
 
 	if (w->err)
@@ -293,15 +307,14 @@ void prom_sample(struct prom_writer *w, const struct prom_label *labels, size_t 
 		set_err(w, -EINVAL);
 		return;
 	}
-	format_number(num, sizeof(num), value);
-	put_line(w, "", labels, nlabels, NULL, num);
+	put_line(w, "", labels, nlabels, NULL, value, NULL, w->type == PROM_COUNTER);
 	undo_on_error(w, start);
 }
 
 void prom_histogram(struct prom_writer *w, const struct prom_label *labels, size_t nlabels,
 		    const double *bounds, const uint64_t *counts, size_t nbounds, double sum)
 {
-	char le[PROM_NUMBER_MAX], count[PROM_NUMBER_MAX], sum_str[PROM_NUMBER_MAX];
+	char le[PROM_NUMBER_MAX], count[PROM_NUMBER_MAX];
 	size_t start = w->len;
 	uint64_t total = 0;
 	size_t i;
@@ -317,13 +330,12 @@ void prom_histogram(struct prom_writer *w, const struct prom_label *labels, size
 		total += counts[i];
 		format_number(le, sizeof(le), bounds[i]);
 		snprintf(count, sizeof(count), "%" PRIu64, total);
-		put_line(w, "_bucket", labels, nlabels, le, count);
+		put_line(w, "_bucket", labels, nlabels, le, (double)total, count, true);
 	}
 	total += counts[nbounds];
 	snprintf(count, sizeof(count), "%" PRIu64, total);
-	put_line(w, "_bucket", labels, nlabels, "+Inf", count);
-	format_number(sum_str, sizeof(sum_str), sum);
-	put_line(w, "_sum", labels, nlabels, NULL, sum_str);
-	put_line(w, "_count", labels, nlabels, NULL, count);
+	put_line(w, "_bucket", labels, nlabels, "+Inf", (double)total, count, true);
+	put_line(w, "_sum", labels, nlabels, NULL, sum, NULL, true);
+	put_line(w, "_count", labels, nlabels, NULL, (double)total, count, true);
 	undo_on_error(w, start);
 }

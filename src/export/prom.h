@@ -35,6 +35,15 @@ struct prom_writer {
 	enum prom_type type;
 	/* realloc() unless a test swaps it to make allocations fail */
 	void *(*realloc_fn)(void *ptr, size_t size);
+
+	/*
+	 * Optional (NULL: none), kept by prom_reset(): called for every sample of a counter
+	 * family and every line of a histogram with the series as written (the name, its suffix
+	 * and the labels in braces, escaped: the line up to the space before the value) and the
+	 * value; returns the value to write. Counters carried over a restart (export/carry.h).
+	 */
+	double (*adjust)(void *ctx, const char *series, size_t len, double value);
+	void *adjust_ctx;
 };
 
 void prom_init(struct prom_writer *w);

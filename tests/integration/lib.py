@@ -134,8 +134,8 @@ def free_port():
 
 
 class Agent:
-    def __init__(self, cleanup, *args, wait_for_module=True):
-        self.port = free_port()
+    def __init__(self, cleanup, *args, wait_for_module=True, port=None):
+        self.port = port or free_port()
         self.log = tempfile.TemporaryFile(mode="w+")
         self.started = time.monotonic()
         self.proc = subprocess.Popen(

@@ -380,6 +380,8 @@ enum agent_field {
 	A_FLOW_BYTES = 1 << 10,
 	A_NETSTACK_SAMPLE = 1 << 13,
 	A_SECCOMP = 1 << 14,
+	A_PIN = 1 << 15,
+	A_PIN_CAPACITY = 1 << 16,
 	A_HOST = 1 << 11,
 	A_NETNS = 1 << 12,
 };
@@ -405,6 +407,7 @@ static void agent_defaults(struct agent_options *o)
 	o->flow_capacity = 131072;
 	o->flow_bytes = FLOW_BYTES_AUTO;
 	o->netstack_sample = PLUMB_DEFAULT_NETSTACK_SAMPLE;
+	o->pin_capacity = PLUMB_DEFAULT_PIN_CAPACITY;
 }
 
 static void agent_want(const struct agent_case *c, struct agent_options *o)
@@ -436,6 +439,10 @@ static void agent_want(const struct agent_case *c, struct agent_options *o)
 		o->netstack_sample = c->want.netstack_sample;
 	if (c->set & A_SECCOMP)
 		o->seccomp = c->want.seccomp;
+	if (c->set & A_PIN)
+		strcpy(o->pin, c->want.pin);
+	if (c->set & A_PIN_CAPACITY)
+		o->pin_capacity = c->want.pin_capacity;
 	if (c->set & A_HOST)
 		strcpy(o->host, c->want.host);
 	if (c->set & A_NETNS)
@@ -447,10 +454,10 @@ static void agent_str(const struct agent_options *o, char *buf, size_t len)
 	snprintf(buf, len,
 		 "addr=%s port=%u modules=%#x verbose=%d check=%d grace_s=%u io_capacity=%u "
 		 "io_latency=%d io_latency_sample=%u flow_capacity=%u flow_bytes=%d host=%s "
-		 "netns=%s netstack_sample=%u seccomp=%d",
+		 "netns=%s netstack_sample=%u seccomp=%d pin=%.64s pin_capacity=%u",
 		 o->addr, o->port, o->modules, o->verbose, o->check, o->grace_s, o->io_capacity,
 		 o->io_latency, o->io_latency_sample, o->flow_capacity, o->flow_bytes, o->host,
-		 o->netns, o->netstack_sample, o->seccomp);
+		 o->netns, o->netstack_sample, o->seccomp, o->pin, o->pin_capacity);
 }
 
 static void test_agent_defaults(void **state)
@@ -476,6 +483,8 @@ static void test_agent_defaults(void **state)
 	assert_true(o.io_latency);
 	assert_int_equal(o.io_latency_sample, PLUMB_DEFAULT_LATENCY_SAMPLE);
 	assert_int_equal(o.seccomp, SECCOMP_ENFORCE);
+	assert_string_equal(o.pin, "");
+	assert_int_equal(o.pin_capacity, PLUMB_DEFAULT_PIN_CAPACITY);
 }
 
 static void test_agent_options(void **state)
@@ -515,6 +524,9 @@ static void test_agent_options(void **state)
 		{ { "--seccomp", "log" }, A_SECCOMP, { .seccomp = SECCOMP_LOG } },
 		{ { "--seccomp=off" }, A_SECCOMP, { .seccomp = SECCOMP_OFF } },
 		{ { "--seccomp", "enforce" }, A_SECCOMP, { .seccomp = SECCOMP_ENFORCE } },
+		{ { "--pin", "/sys/fs/bpf/plumb" }, A_PIN, { .pin = "/sys/fs/bpf/plumb" } },
+		{ { "--pin-capacity=1024" }, A_PIN_CAPACITY, { .pin_capacity = 1024 } },
+		{ { "--pin-capacity", "16777216" }, A_PIN_CAPACITY, { .pin_capacity = 16777216 } },
 		{ { "--flow-bytes=counters" },
 		  A_FLOW_BYTES,
 		  { .flow_bytes = FLOW_BYTES_COUNTERS } },
@@ -688,6 +700,12 @@ static void test_agent_errors(void **state)
 		  ERROR_IS("--netstack-sample: '0' is not in 1..65536") },
 		{ { "--seccomp", "strict" },
 		  ERROR_IS("--seccomp: 'strict' is not enforce, log or off") },
+		{ { "--pin", "" }, ERROR_IS("--pin: '' is not a directory name") },
+		{ { "--pin" }, ERROR_IS("option '--pin' needs a value") },
+		{ { "--pin-capacity", "1023" },
+		  ERROR_IS("--pin-capacity: '1023' is not in 1024..16777216") },
+		{ { "--pin-capacity", "16777217" },
+		  ERROR_IS("--pin-capacity: '16777217' is not in 1024..16777216") },
 		{ { "--netstack-sample", "65537" }, ERROR_HAS("--netstack-sample: '65537'") },
 		{ { "--io-latency-sample", "3" },
 		  ERROR_IS("--io-latency-sample: '3' is not a power of two in 1..65536") },

@@ -281,6 +281,57 @@ static void test_histogram_large_counts(void **state)
 		      "large counts");
 }
 
+/* The adjust hook (counters carried over a restart): every counter and histogram line, with
+ * its series text as written; gauges never. */
+struct adjust_log {
+	char seen[8][128];
+	int n;
+};
+
+static double add_100(void *ctx, const char *series, size_t len, double value)
+{
+	struct adjust_log *log = ctx;
+
+	if (log->n < 8)
+		snprintf(log->seen[log->n++], sizeof(log->seen[0]), "%.*s", (int)len, series);
+	return value + 100;
+}
+
+static void test_adjust_hook(void **state)
+{
+	static const double bounds[] = { 1 };
+	static const uint64_t counts[] = { 2, 3 };
+	const struct prom_label l[] = { { "a", "x\"y" } };
+	struct prom_writer *w = *state;
+	struct adjust_log log = { 0 };
+
+	w->adjust = add_100;
+	w->adjust_ctx = &log;
+	prom_family(w, "c_total", PROM_COUNTER, "c");
+	prom_sample(w, l, 1, 5);
+	prom_family(w, "g", PROM_GAUGE, "g");
+	prom_sample(w, l, 1, 5);
+	prom_family(w, "h", PROM_HISTOGRAM, "h");
+	prom_histogram(w, NULL, 0, bounds, counts, 1, 0.5);
+	expect_output(
+		w,
+		"# HELP c_total c\n# TYPE c_total counter\nc_total{a=\"x\\\"y\"} 105\n"
+		"# HELP g g\n# TYPE g gauge\ng{a=\"x\\\"y\"} 5\n"
+		"# HELP h h\n# TYPE h histogram\n"
+		"h_bucket{le=\"1\"} 102\nh_bucket{le=\"+Inf\"} 105\nh_sum 100.5\nh_count 105\n",
+		"adjusted");
+	assert_int_equal(log.n, 5);
+	assert_string_equal(log.seen[0], "c_total{a=\"x\\\"y\"}");
+	assert_string_equal(log.seen[1], "h_bucket{le=\"1\"}");
+	assert_string_equal(log.seen[2], "h_bucket{le=\"+Inf\"}");
+	assert_string_equal(log.seen[3], "h_sum");
+	assert_string_equal(log.seen[4], "h_count");
+	prom_reset(w); /* the hook stays */
+	prom_family(w, "c_total", PROM_COUNTER, "c");
+	prom_sample(w, NULL, 0, 1);
+	expect_output(w, "# HELP c_total c\n# TYPE c_total counter\nc_total 101\n", "after reset");
+}
+
 /* Log2 buckets of nanoseconds exported in seconds: each le must read back as its bound. */
 static void test_histogram_le_round_trip(void **state)
 {
@@ -757,6 +808,7 @@ int main(void)
 		WRITER_TEST(test_sample_labels),
 		WRITER_TEST(test_histogram_cumulative),
 		WRITER_TEST(test_histogram_large_counts),
+		WRITER_TEST(test_adjust_hook),
 		WRITER_TEST(test_histogram_le_round_trip),
 		WRITER_TEST(test_histogram_invalid_input),
 		WRITER_TEST(test_duplicate_family_rejected),

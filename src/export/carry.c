@@ -1,0 +1,308 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Counters carried over an agent restart: see carry.h. The store is a BPF hash map because
+ * a bpf file system holds nothing else, and it outlives the process like the programs' maps
+ * do; it is read and written only at start and at exit, never per event or per scrape.
+ */
+#include <bpf/bpf.h>
+#include <errno.h>
+#include <linux/magic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "export/carry.h"
+#include "hashtab.h"
+
+/* 128 bits: two series share a key with probability ~n^2 / 2^129, nil for any real n */
+struct carry_key {
+	uint64_t h1, h2;
+};
+
+/* the previous agent's count of series that did not fit (not a series: both hashes 0) */
+static const struct carry_key meta_key = { 0, 0 };
+
+struct carry_entry {
+	struct hnode node; /* first */
+	struct carry_key key;
+	double value;
+};
+
+struct carry {
+	int fd;
+	unsigned int capacity;
+	struct hashtab offsets; /* restored at open */
+	struct carry_entry *restored;
+	size_t nrestored;
+	uint64_t prev_dropped;
+	bool recording;
+	struct carry_entry *saved; /* recorded for carry_save, at most capacity */
+	size_t nsaved;
+	uint64_t dropped;
+};
+
+/* FNV-1a, 64 bits, then a finaliser: independent of hash_bytes, the key's other half */
+static uint64_t fnv1a(const char *s, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+	h ^= h >> 31;
+	h *= 0x7fb5d329728ea185ull;
+	return h ^ (h >> 27);
+}
+
+static struct carry_key series_key(const char *series, size_t len)
+{
+	struct carry_key k = { hash_bytes(series, len), fnv1a(series, len) };
+
+	if (!k.h1 && !k.h2)
+		k.h2 = 1; /* never the meta key */
+	return k;
+}
+
+/* DIR, or the directory it would be made in, is on a bpf file system; DIR is made then. */
+static int on_bpffs(const char *dir, char *err, size_t errlen)
+{
+	char parent[4096];
+	struct statfs st;
+	const char *where = dir;
+	char *slash;
+
+	if (access(dir, F_OK)) {
+		snprintf(parent, sizeof(parent), "%s", dir);
+		slash = strrchr(parent, '/');
+		if (slash && slash != parent)
+			*slash = '\0';
+		else
+			snprintf(parent, sizeof(parent), slash ? "/" : ".");
+		where = parent;
+	}
+	if (statfs(where, &st)) {
+		int e = errno;
+
+		snprintf(err, errlen, "--pin: %.200s: %s", where, strerror(e));
+		return -e;
+	}
+	if (st.f_type != BPF_FS_MAGIC) {
+		snprintf(err, errlen,
+			 "--pin: %.200s is not on a bpf file system (mount -t bpf bpf /sys/fs/bpf)",
+			 dir);
+		return -EINVAL;
+	}
+	if (where != dir && mkdir(dir, 0700) && errno != EEXIST) {
+		int e = errno;
+
+		snprintf(err, errlen, "--pin: cannot create %.200s: %s", dir, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+/* The pinned map if it has our shape; a missing or misshapen one is (re)made and pinned. */
+static int map_get(const char *path, unsigned int capacity, bool *reused, char *err, size_t errlen)
+{
+	struct bpf_map_info info = { 0 };
+	__u32 len = sizeof(info);
+	int fd = bpf_obj_get(path);
+
+	*reused = false;
+	if (fd >= 0) {
+		if (!bpf_obj_get_info_by_fd(fd, &info, &len) && info.type == BPF_MAP_TYPE_HASH &&
+		    info.key_size == sizeof(struct carry_key) &&
+		    info.value_size == sizeof(double)) {
+			*reused = true;
+			return fd;
+		}
+		close(fd);
+		snprintf(err, errlen, "--pin: %.200s is not plumb's counters map", path);
+		return -EEXIST;
+	}
+	if (errno != ENOENT) {
+		int e = errno;
+
+		snprintf(err, errlen, "--pin: %.200s: %s", path, strerror(e));
+		return -e;
+	}
+	fd = bpf_map_create(BPF_MAP_TYPE_HASH, "plumb_counters", sizeof(struct carry_key),
+			    sizeof(double), capacity + 1, NULL);
+	if (fd < 0) {
+		int e = errno;
+
+		snprintf(err, errlen, "--pin: cannot create the counters map: %s", strerror(e));
+		return -e;
+	}
+	if (bpf_obj_pin(fd, path)) {
+		int e = errno;
+
+		close(fd);
+		snprintf(err, errlen, "--pin: cannot pin %.200s: %s", path, strerror(e));
+		return -e;
+	}
+	return fd;
+}
+
+/* Takes every entry out of the map into c->restored (at most capacity; the rest counted). */
+static int take_all(struct carry *c)
+{
+	struct carry_key key, next;
+	bool first = true;
+	double v;
+
+	while (!bpf_map_get_next_key(c->fd, first ? NULL : &key, &next)) {
+		first = false;
+		key = next;
+		if (bpf_map_lookup_elem(c->fd, &key, &v))
+			continue;
+		if (!memcmp(&key, &meta_key, sizeof(key))) {
+			c->prev_dropped = (uint64_t)v;
+			continue;
+		}
+		if (c->nrestored == c->capacity) {
+			c->prev_dropped++;
+			continue;
+		}
+		c->restored[c->nrestored].key = key;
+		c->restored[c->nrestored].value = v;
+		hashtab_insert(&c->offsets, &c->restored[c->nrestored].node,
+			       c->restored[c->nrestored].key.h1);
+		c->nrestored++;
+	}
+	/* then empty it: what is taken must not be taken again after a crash */
+	for (size_t i = 0; i < c->nrestored; i++)
+		bpf_map_delete_elem(c->fd, &c->restored[i].key);
+	bpf_map_delete_elem(c->fd, &meta_key);
+	while (!bpf_map_get_next_key(c->fd, NULL, &next)) /* any left over (beyond capacity) */
+		if (bpf_map_delete_elem(c->fd, &next))
+			break;
+	return 0;
+}
+
+int carry_open(const char *dir, unsigned int capacity, struct carry **out, char *err, size_t errlen)
+{
+	char path[4096 + 16];
+	struct carry *c;
+	bool reused;
+	int ret;
+
+	*out = NULL;
+	ret = on_bpffs(dir, err, errlen);
+	if (ret)
+		return ret;
+	c = calloc(1, sizeof(*c));
+	if (!c || hashtab_init(&c->offsets, capacity)) {
+		free(c);
+		snprintf(err, errlen, "--pin: out of memory");
+		return -ENOMEM;
+	}
+	c->capacity = capacity;
+	c->restored = calloc(capacity, sizeof(*c->restored));
+	c->saved = calloc(capacity, sizeof(*c->saved));
+	if (!c->restored || !c->saved) {
+		snprintf(err, errlen, "--pin: out of memory");
+		ret = -ENOMEM;
+		goto fail;
+	}
+	snprintf(path, sizeof(path), "%s/%s", dir, CARRY_MAP_NAME);
+	c->fd = map_get(path, capacity, &reused, err, errlen);
+	if (c->fd < 0) {
+		ret = c->fd;
+		goto fail;
+	}
+	if (reused)
+		take_all(c);
+	*out = c;
+	return 0;
+fail:
+	free(c->restored);
+	free(c->saved);
+	free(c->offsets.buckets);
+	free(c);
+	return ret;
+}
+
+double carry_adjust(void *ctx, const char *series, size_t len, double value)
+{
+	struct carry *c = ctx;
+	struct carry_key k = series_key(series, len);
+	struct carry_entry *e = (struct carry_entry *)hashtab_find(
+		&c->offsets, k.h1, &k, offsetof(struct carry_entry, key), sizeof(k));
+
+	if (e)
+		value += e->value;
+	if (c->recording) {
+		if (c->nsaved < c->capacity) {
+			c->saved[c->nsaved].key = k;
+			c->saved[c->nsaved].value = value;
+			c->nsaved++;
+		} else {
+			c->dropped++;
+		}
+	}
+	return value;
+}
+
+void carry_record(struct carry *c)
+{
+	c->recording = true;
+	c->nsaved = 0;
+	c->dropped = 0;
+}
+
+int carry_save(struct carry *c, size_t *saved, uint64_t *dropped, char *err, size_t errlen)
+{
+	double d;
+	int ret = 0;
+
+	*saved = 0;
+	for (size_t i = 0; i < c->nsaved; i++) {
+		if (bpf_map_update_elem(c->fd, &c->saved[i].key, &c->saved[i].value, BPF_ANY)) {
+			if (errno != E2BIG && errno != ENOMEM && !ret) {
+				ret = -errno;
+				snprintf(err, errlen, "--pin: saving the counters: %s",
+					 strerror(errno));
+			}
+			c->dropped++;
+			continue;
+		}
+		(*saved)++;
+	}
+	*dropped = c->dropped;
+	d = (double)c->dropped;
+	if (bpf_map_update_elem(c->fd, &meta_key, &d, BPF_ANY) && !ret) {
+		ret = -errno;
+		snprintf(err, errlen, "--pin: saving the counters: %s", strerror(errno));
+	}
+	c->recording = false;
+	return ret;
+}
+
+size_t carry_restored(const struct carry *c)
+{
+	return c->nrestored;
+}
+
+uint64_t carry_previous_dropped(const struct carry *c)
+{
+	return c->prev_dropped;
+}
+
+unsigned int carry_capacity(const struct carry *c)
+{
+	return c->capacity;
+}
+
+void carry_close(struct carry *c)
+{
+	if (!c)
+		return;
+	close(c->fd);
+	free(c->restored);
+	free(c->saved);
+	free(c->offsets.buckets);
+	free(c);
+}

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""--pin DIR: counters carried over an agent restart (docs/continuity.md).
+
+An agent with --pin on a bpf file system the test mounts counts a workload's writes; it is
+stopped (SIGTERM) and a new one starts on the same port and directory. The new one's first
+scrape must show the old count exactly, later writes add to it, and a real Prometheus scraping
+both must see no counter of the agent go down (resets() == 0) and increase() equal to all the
+bytes written. An agent killed (SIGKILL) hands nothing over: the next one starts from zero,
+never from a stale count.
+"""
+# plumb-module: io
+
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lib import (PLUMB, Agent, Cleanup, Prometheus, Runner, free_port, iowork,  # noqa: E402
+                 make_cgroup, mount_tmpfs, require_root, select, sh, umount, value)
+
+MIB = 1 << 20
+COUNTERS = '{__name__=~"plumb_.+(_total|_bucket|_count|_sum)"}'
+
+
+def mount_bpffs(cleanup, base):
+    d = os.path.join(base, "bpffs")
+    os.makedirs(d)
+    sh("mount", "-t", "bpf", "bpf", d)
+    cleanup.add(umount, d)
+    return d
+
+
+def wait_value(agent, name, want, timeout=10, **labels):
+    deadline = time.time() + timeout
+    while True:
+        got = value(agent.metrics(), name, **labels)
+        if got == want:
+            return
+        assert time.time() < deadline, f"{name}{labels}: {got}, expected {want}"
+        time.sleep(0.2)
+
+
+def test_restart(cleanup):
+    base = tempfile.mkdtemp(prefix="plumb-pin-it-", dir="/tmp")
+    cleanup.add(os.rmdir, base)
+    pin = os.path.join(mount_bpffs(cleanup, base), "plumb")
+    mnt = os.path.join(base, "tmpfs")
+    mount_tmpfs(cleanup, mnt, size_mb=64)
+    cg, label = make_cgroup(cleanup, f"plumb-pin-{os.getpid()}/job")
+    port = free_port()
+    sel = dict(cgroup=label, mount=mnt)
+    prom_sel = f'plumb_io_write_bytes_total{{cgroup="{label}",mount="{mnt}"}}'
+
+    a = Agent(cleanup, "--pin", pin, port=port)
+    prom = Prometheus(cleanup, port, interval=1)
+    prom.wait_scrapes(2)
+    t0 = time.time()
+    n1 = 5 * MIB + 123
+    iowork(cg, f"creat:{mnt}/data", "sleep:2000", f"write:{mnt}/data:{n1}:{MIB}")
+    wait_value(a, "plumb_io_write_bytes_total", n1, **sel)
+    time.sleep(2)  # Prometheus has scraped n1
+    before = a.metrics()
+    assert a.stop() == 0, "the first agent did not exit cleanly"
+    stopped = time.monotonic()
+    assert "counter series handed over" in a.output(), a.output()[-2000:]
+
+    b = Agent(cleanup, "--pin", pin, port=port)
+    gap = time.monotonic() - stopped
+    first = b.metrics()
+    restored = value(first, "plumb_pin_restored_series")
+    print(f"  restart: {restored:.0f} counter series carried over; no agent for {gap:.2f} s")
+    assert restored > 0, "the second agent restored no series"
+    # the workload's series comes back when the io module sees its cgroup again: absent
+    # until then, never lower
+    got = select(first, "plumb_io_write_bytes_total", **sel)
+    assert list(got.values()) in ([], [n1]), \
+        f"the second agent's first scrape: {got}, expected the first one's count {n1}"
+    # every counter series of the first agent's last scrape that the second one exports at
+    # once (the host's own: CPU of "/", lost events, ...): the same or more
+    both = [k for k in before if k[0].endswith(("_total", "_bucket", "_count", "_sum")) and
+            k in first]
+    lower = [(k, before[k], first[k]) for k in both if first[k] < before[k]]
+    print(f"  {len(both)} counter series in both agents' scrapes, {len(lower)} lower")
+    assert len(both) >= 50, f"only {len(both)} counter series in both scrapes"
+    assert not lower, f"{len(lower)} counter series went down over the restart, e.g. {lower[:3]}"
+
+    n2 = 3 * MIB + 7
+    iowork(cg, f"write:{mnt}/data:{n2}:{MIB}")
+    wait_value(b, "plumb_io_write_bytes_total", n1 + n2, **sel)
+    deadline = time.time() + 15
+    while True:
+        got = prom.query(prom_sel)
+        if got and float(got[0]["value"][1]) == n1 + n2:
+            break
+        assert time.time() < deadline, f"Prometheus never saw {n1 + n2}: {got}"
+        time.sleep(0.5)
+    t_last = float(prom.query(f"timestamp({prom_sel})")[0]["value"][1])
+    window = int(t_last - t0) + 5
+    # resets() drops the name: one query per counter name (the agent's, from Prometheus)
+    names = sorted({r["metric"]["__name__"] for r in prom.query(f"last_over_time({COUNTERS}"
+                                                                  f"[{window}s])", at=t_last)})
+    assert len(names) >= 20, f"only {len(names)} counter names in Prometheus: {names}"
+    reset = [(n, len(r)) for n in names
+             if (r := prom.query(f"resets({n}[{window}s]) > 0", at=t_last))]
+    assert not reset, f"counters reset over the restart (name, series): {reset}"
+    inc = float(prom.query(f"increase({prom_sel}[{window}s])", at=t_last)[0]["value"][1])
+    print(f"  Prometheus: increase() over the restart {inc:.0f}, written {n1 + n2}; "
+          f"no series of {len(names)} counter names reset")
+    assert abs(inc - (n1 + n2)) <= 0.01 * (n1 + n2), f"increase {inc} vs {n1 + n2} written"
+
+    # a crash hands nothing over: the next agent starts from zero, not from a stale count
+    b.proc.kill()
+    b.proc.wait()
+    c = Agent(cleanup, "--pin", pin, port=port)
+    m = c.metrics()
+    assert value(m, "plumb_pin_restored_series") == 0, "an agent restored a killed one's counts"
+    assert value(m, "plumb_io_write_bytes_total", **sel) in (None, 0), \
+        "after a crash the count must restart at 0"
+    assert c.stop() == 0
+
+
+def test_bad_pin_dir(cleanup):
+    r = sh(PLUMB, "agent", "--listen", f"127.0.0.1:{free_port()}", "--pin", "/tmp/plumb-no-bpffs",
+           check=False)
+    assert r.returncode == 1 and r.stderr.strip().split("\n")[-1] == (
+        "plumb: --pin: /tmp/plumb-no-bpffs is not on a bpf file system "
+        "(mount -t bpf bpf /sys/fs/bpf)"), f"exit {r.returncode}: {r.stderr!r}"
+    assert not os.path.exists("/tmp/plumb-no-bpffs"), "a refused --pin left a directory"
+
+
+def main():
+    require_root()
+    runner = Runner()
+    for name, fn in (("pin: counters carried over a restart, none after a crash", test_restart),
+                     ("pin: a directory off bpffs is refused in one line", test_bad_pin_dir)):
+        cleanup = Cleanup()
+        try:
+            runner.run(name, fn, cleanup)
+        finally:
+            cleanup.run()
+    return runner.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
