@@ -125,10 +125,23 @@ bench: deps
 bench-place: all $(BUILD)/place_ga $(BUILD)/place_exact
 	python3 bench/place.py
 
+# sbin, as the .deb has it: a daemon that needs root; the unit's ExecStart follows PREFIX
 install: all
-	install -D -m 0755 $(BUILD)/plumb $(DESTDIR)$(PREFIX)/bin/plumb
+	install -D -m 0755 $(BUILD)/plumb $(DESTDIR)$(PREFIX)/sbin/plumb
 	install -D -m 0644 docs/plumb.8 $(DESTDIR)$(PREFIX)/share/man/man8/plumb.8
-	install -D -m 0644 deploy/plumb.service $(DESTDIR)/etc/systemd/system/plumb.service
+	install -d $(DESTDIR)/etc/systemd/system
+	sed 's|/usr/sbin/plumb|$(PREFIX)/sbin/plumb|' deploy/plumb.service \
+		> $(DESTDIR)/etc/systemd/system/plumb.service
+	chmod 0644 $(DESTDIR)/etc/systemd/system/plumb.service
+
+# Debian package build/plumb_$(VERSION)-$(DEB_REVISION)_ARCH.deb, reproducible: file dates from
+# the last commit (docs/deploy.md); checked with lintian by tests/integration/test_deploy.py
+DEB_REVISION ?= 1
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+.PHONY: deb
+deb: all
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) ./scripts/make-deb.sh $(BUILD)/plumb \
+		$(VERSION)-$(DEB_REVISION) $(BUILD)
 
 format:
 	clang-format -i bpf/*.bpf.c include/*.h src/*.c src/*.h src/*/*.c src/*/*.h tests/unit/*.c

@@ -13,7 +13,7 @@ PKGS="make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
 libmicrohttpd-dev libyaml-dev libgnutls28-dev libcrypt-dev libcap-dev libseccomp-dev libncurses-dev tmux ethtool openssl libcmocka-dev libclang-rt-14-dev prometheus fio curl e2fsprogs util-linux bsdutils mount iproute2
 openmpi-bin libopenmpi-dev python3 procps iperf3 sockperf nftables bpftrace nginx wrk stress-ng redis-server redis-tools
 qemu-system-x86 busybox-static xz-utils zstd libjson-c-dev libcurl4-openssl-dev libmetis-dev graphviz
-lintian dpkg-dev systemd strace python3-kubernetes"
+lintian dpkg-dev systemd strace python3-kubernetes nodejs npm"
 
 missing=""
 for p in $PKGS; do

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include <sys/mount.h>
 #include <sys/syscall.h>
@@ -46,7 +47,7 @@ int privileges_check(const char *who)
 			who, missing);
 		return -1;
 	}
-	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
+	if (faccessat(AT_FDCWD, "/sys/kernel/btf/vmlinux", R_OK, AT_EACCESS)) {
 		fprintf(stderr,
 			"%s: this kernel has no BTF (/sys/kernel/btf/vmlinux): plumb needs "
 			"CONFIG_DEBUG_INFO_BTF=y\n",
@@ -63,8 +64,10 @@ int tracefs_ensure(void)
 	 * minimal images, these VMs), mount it where the kernel documents it. It stays mounted:
 	 * other tracing tools expect it there, and unmounting would not detach our programs.
 	 */
-	if (!access("/sys/kernel/tracing/events", F_OK) ||
-	    !access("/sys/kernel/debug/tracing/events", F_OK))
+	/* AT_EACCESS: the effective ids and capabilities, as the later opens will use (access()
+	 * takes the real uid, which fails a non-root uid holding CAP_DAC_READ_SEARCH) */
+	if (!faccessat(AT_FDCWD, "/sys/kernel/tracing/events", F_OK, AT_EACCESS) ||
+	    !faccessat(AT_FDCWD, "/sys/kernel/debug/tracing/events", F_OK, AT_EACCESS))
 		return 0;
 	if (mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL)) {
 		fprintf(stderr,

@@ -92,7 +92,7 @@ static bool probe(enum kernel_feature f)
 
 	switch (f) {
 	case FEAT_BTF:
-		if (access("/sys/kernel/btf/vmlinux", R_OK))
+		if (faccessat(AT_FDCWD, "/sys/kernel/btf/vmlinux", R_OK, AT_EACCESS))
 			return false;
 		btf = btf__load_vmlinux_btf();
 		if (!btf)
@@ -147,7 +147,7 @@ bool tracepoint_exists(const char *category, const char *event)
 	if (probe_hidden(path))
 		return false;
 	snprintf(path, sizeof(path), TRACEFS "/events/%s/%s/id", category, event);
-	return access(path, R_OK) == 0;
+	return faccessat(AT_FDCWD, path, R_OK, AT_EACCESS) == 0;
 }
 
 int tracepoint_btf_args(const char *event)

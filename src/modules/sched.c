@@ -16,6 +16,7 @@
  * loads the object; the other one uses it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <search.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -677,7 +678,7 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 		goto out_unload;
 	}
 	/* task_struct has sched_info, and /proc/<tid>/schedstat exists, with CONFIG_SCHED_INFO */
-	s->run_delay = access("/proc/self/schedstat", R_OK) == 0;
+	s->run_delay = faccessat(AT_FDCWD, "/proc/self/schedstat", R_OK, AT_EACCESS) == 0;
 
 	s->skel = sched_bpf__open();
 	if (!s->skel) {
