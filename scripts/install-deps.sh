@@ -13,7 +13,7 @@ PKGS="make gcc clang llvm pkg-config libbpf-dev bpftool libelf-dev zlib1g-dev
 libmicrohttpd-dev libyaml-dev libgnutls28-dev libcrypt-dev libcap-dev libseccomp-dev libncurses-dev tmux ethtool openssl libcmocka-dev libclang-rt-14-dev prometheus fio curl e2fsprogs util-linux bsdutils mount iproute2
 openmpi-bin libopenmpi-dev python3 procps iperf3 sockperf nftables bpftrace nginx wrk stress-ng redis-server redis-tools
 qemu-system-x86 busybox-static xz-utils zstd libjson-c-dev libcurl4-openssl-dev libmetis-dev graphviz
-lintian dpkg-dev systemd strace python3-kubernetes nodejs npm"
+lintian dpkg-dev systemd strace python3-kubernetes"
 
 missing=""
 for p in $PKGS; do
@@ -21,6 +21,12 @@ for p in $PKGS; do
 		missing="$missing $p"
 	fi
 done
+# npm (tests/integration/test_deploy.py's Kubernetes schema check): Debian's nodejs and npm,
+# unless an npm is already there (a nodejs from elsewhere bundles its own, and Debian's npm
+# package cannot be installed beside it)
+if ! command -v npm >/dev/null 2>&1; then
+	missing="$missing nodejs npm"
+fi
 
 if [ -z "$missing" ]; then
 	echo "install-deps: all dependencies present"
