@@ -332,6 +332,15 @@ static void carry_hand_over(struct agent *a, const char *dir)
 	a->carry = NULL;
 }
 
+/* A start that failed after taking the counters: they go back for the next agent. */
+static void carry_give_back(struct carry *c)
+{
+	if (c && carry_put_back(c))
+		pr_warn("pin: the counters taken over could not be put back: the next agent "
+			"starts from 0\n");
+	carry_close(c);
+}
+
 static void load_modules(struct agent *a, const struct plumb_config *cfg)
 {
 	for (size_t i = 0; i < plumb_module_count; i++) {
@@ -521,14 +530,14 @@ int agent_run(const struct agent_options *o)
 		pr_warn("%s\n", err);
 		http_stop(http);
 		unload_modules();
-		carry_close(a.carry);
+		carry_give_back(a.carry);
 		return 1;
 	}
 	if (http_serve(http, agent_metrics, agent_api, &a, err, sizeof(err))) {
 		pr_warn("%s\n", err);
 		http_stop(http);
 		unload_modules();
-		carry_close(a.carry);
+		carry_give_back(a.carry);
 		return 1;
 	}
 	pr_info("serving metrics at http%s://%s%s%s:%u/metrics\n", tls ? "s" : "",

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -181,9 +182,27 @@ static void fmt_wait(const double *w, char *out, size_t len)
 		snprintf(out, len, "%s %.0f%%", wait_kind_names[k], w[k] * 100);
 }
 
+/* bsearch and qsort, for arrays that may be empty (and NULL: glibc declares them nonnull) */
+static const void *lookup(const void *key, const void *base, size_t n, size_t size,
+			  int (*cmp)(const void *, const void *))
+{
+	return n ? bsearch(key, base, n, size, cmp) : NULL;
+}
+
+static void sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(base, n, size, cmp);
+}
+
 static uint64_t delta(uint64_t cur, uint64_t prev)
 {
-	return cur >= prev ? cur - prev : cur; /* an expired entry restarts at 0 */
+	/*
+	 * Lower: an entry expired (a flow end evicted, one of the io module's merged entries gone
+	 * after its grace) and what is left is not this interval's: nothing rather than a
+	 * history shown as one interval's.
+	 */
+	return cur >= prev ? cur - prev : 0;
 }
 
 /* ---- rows: one per cgroup, merged from every module ---- */
@@ -217,7 +236,7 @@ static void rows_merge(struct top *t)
 {
 	size_t out = 0;
 
-	qsort(t->rows, t->nrows, sizeof(*t->rows), row_cmp_cgroup);
+	sort(t->rows, t->nrows, sizeof(*t->rows), row_cmp_cgroup);
 	for (size_t i = 0; i < t->nrows; i++) {
 		struct top_row *r = &t->rows[i], *o;
 
@@ -337,7 +356,7 @@ static int frame_sched(struct top *t, size_t *cap)
 	}
 	for (size_t i = 0; i < ncg; i++) {
 		const struct sched_cgroup_sample *p =
-			bsearch(&cg[i], t->pcg, t->npcg, sizeof(*cg), cg_cmp);
+			lookup(&cg[i], t->pcg, t->npcg, sizeof(*cg), cg_cmp);
 		struct top_row *r;
 
 		if (!cg[i].path[0])
@@ -369,10 +388,10 @@ static int frame_sched(struct top *t, size_t *cap)
 		t->th[i].s = ts[i];
 	t->nth = nts;
 	free(ts);
-	qsort(t->th, t->nth, sizeof(*t->th), thread_cmp);
+	sort(t->th, t->nth, sizeof(*t->th), thread_cmp);
 	for (size_t i = 0; i < t->nth; i++) {
 		struct top_thread *x = &t->th[i];
-		const struct top_thread *p = bsearch(x, t->pth, t->npth, sizeof(*x), thread_cmp);
+		const struct top_thread *p = lookup(x, t->pth, t->npth, sizeof(*x), thread_cmp);
 
 #define TH_D(y) (delta(x->s.q[y], p ? p->s.q[y] : 0) / 1e9 / t->secs)
 		x->cpu = TH_D(Q_RUN);
@@ -385,22 +404,23 @@ static int frame_sched(struct top *t, size_t *cap)
 	}
 	for (size_t i = 0; i < nws; i++) {
 		const struct sched_wait_sample *p =
-			bsearch(&ws[i], t->pwait, t->npwait, sizeof(*ws), wait_cmp);
+			lookup(&ws[i], t->pwait, t->npwait, sizeof(*ws), wait_cmp);
 		double s = delta(ws[i].val.ns, p ? p->val.ns : 0) / 1e9 / t->secs;
 		struct top_thread *x = NULL;
 
-		/* the thread: by tid (a reused tid's newest start is last among equal tids) */
-		for (size_t lo = 0, hi = t->nth; lo < hi;) {
+		/* the thread: by tid, the last of equal tids (a reused tid's newest start) */
+		size_t lo = 0, hi = t->nth;
+
+		while (lo < hi) {
 			size_t mid = (lo + hi) / 2;
 
-			if (t->th[mid].s.tid < ws[i].key.tid) {
+			if (t->th[mid].s.tid <= ws[i].key.tid)
 				lo = mid + 1;
-			} else {
-				if (t->th[mid].s.tid == ws[i].key.tid)
-					x = &t->th[mid];
+			else
 				hi = mid;
-			}
 		}
+		if (lo && t->th[lo - 1].s.tid == ws[i].key.tid)
+			x = &t->th[lo - 1];
 		if (x && s > x->top_s) {
 			x->top = ws[i].key;
 			x->top_s = s;
@@ -416,7 +436,9 @@ static int io_cmp(const void *a, const void *b)
 {
 	const struct io_row *x = a, *y = b;
 
-	return strcmp(x->cgroup, y->cgroup) ?: strcmp(x->mount, y->mount);
+	return strcmp(x->cgroup, y->cgroup)	  ?:
+		       strcmp(x->mount, y->mount) ?:
+						    strcmp(x->fstype, y->fstype);
 }
 
 static int frame_io(struct top *t, size_t *cap)
@@ -433,7 +455,7 @@ static int frame_io(struct top *t, size_t *cap)
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < n; i++) {
-		const struct io_row *p = bsearch(&cur[i], t->pio, t->npio, sizeof(*cur), io_cmp);
+		const struct io_row *p = lookup(&cur[i], t->pio, t->npio, sizeof(*cur), io_cmp);
 		struct io_row *d = &t->io_delta[i];
 		struct top_row *r;
 
@@ -474,24 +496,33 @@ static uint64_t json_u64(struct json_object *o, const char *k)
 	return json_object_object_get_ex(o, k, &v) ? json_object_get_uint64(v) : 0;
 }
 
-static struct json_object *process_find(struct json_object *procs, uint64_t pid)
+/* The graph's processes by pid, for its ends' lookups (sorted once per frame) */
+struct proc_ref {
+	uint64_t pid;
+	struct json_object *o;
+};
+
+static int proc_cmp(const void *a, const void *b)
 {
-	size_t n = json_object_array_length(procs);
+	uint64_t x = ((const struct proc_ref *)a)->pid, y = ((const struct proc_ref *)b)->pid;
 
-	for (size_t i = 0; i < n; i++) {
-		struct json_object *p = json_object_array_get_idx(procs, i);
+	return x < y ? -1 : x > y;
+}
 
-		if (json_u64(p, "pid") == pid)
-			return p;
-	}
-	return NULL;
+static struct json_object *process_find(const struct proc_ref *procs, size_t n, uint64_t pid)
+{
+	const struct proc_ref key = { .pid = pid },
+			      *p = lookup(&key, procs, n, sizeof(key), proc_cmp);
+
+	return p ? p->o : NULL;
 }
 
 /* The flow module's ends (docs/graph.md), each with its process's cgroup and its peer named. */
 static int frame_flow(struct top *t, size_t *cap)
 {
 	struct json_object *doc = json_object_new_object(), *procs, *ends;
-	size_t n = 0;
+	struct proc_ref *refs;
+	size_t n = 0, np;
 	int err;
 
 	if (!doc)
@@ -502,19 +533,27 @@ static int frame_flow(struct top *t, size_t *cap)
 		json_object_put(doc);
 		return err ? err : -EINVAL;
 	}
+	np = json_object_array_length(procs);
+	refs = calloc(np ? np : 1, sizeof(*refs));
 	n = json_object_array_length(ends);
 	t->ends = calloc(n ? n : 1, sizeof(*t->ends));
-	if (!t->ends) {
+	if (!t->ends || !refs) {
+		free(refs);
 		json_object_put(doc);
 		return -ENOMEM;
 	}
+	for (size_t i = 0; i < np; i++) {
+		refs[i].o = json_object_array_get_idx(procs, i);
+		refs[i].pid = json_u64(refs[i].o, "pid");
+	}
+	sort(refs, np, sizeof(*refs), proc_cmp);
 	for (size_t i = 0; i < n; i++) {
 		struct json_object *e = json_object_array_get_idx(ends, i), *proc, *peer;
 		struct top_end *x = &t->ends[t->nends];
 		uint64_t pid = json_u64(e, "pid"), peer_pid = json_u64(e, "peer_pid");
 		const char *paddr = json_str(e, "peer_addr");
 
-		proc = process_find(procs, pid);
+		proc = process_find(refs, np, pid);
 		if (!proc)
 			continue;
 		snprintf(x->key, sizeof(x->key), "%llu|%s|%s|%s|%s|%llu|%llu",
@@ -524,7 +563,7 @@ static int frame_flow(struct top *t, size_t *cap)
 		snprintf(x->cgroup, sizeof(x->cgroup), "%s", json_str(proc, "cgroup"));
 		snprintf(x->role, sizeof(x->role), "%s", json_str(e, "role"));
 		x->port = (uint32_t)json_u64(e, "port");
-		peer = peer_pid ? process_find(procs, peer_pid) : NULL;
+		peer = peer_pid ? process_find(refs, np, peer_pid) : NULL;
 		if (peer)
 			snprintf(x->peer, sizeof(x->peer), "%s[%llu]", json_str(peer, "comm"),
 				 (unsigned long long)peer_pid);
@@ -534,11 +573,12 @@ static int frame_flow(struct top *t, size_t *cap)
 		x->rx_bytes = json_u64(e, "rx_bytes");
 		t->nends++;
 	}
+	free(refs);
 	json_object_put(doc);
-	qsort(t->ends, t->nends, sizeof(*t->ends), end_cmp);
+	sort(t->ends, t->nends, sizeof(*t->ends), end_cmp);
 	for (size_t i = 0; i < t->nends; i++) {
 		struct top_end *x = &t->ends[i];
-		const struct top_end *p = bsearch(x, t->pend, t->npend, sizeof(*x), end_cmp);
+		const struct top_end *p = lookup(x, t->pend, t->npend, sizeof(*x), end_cmp);
 		struct top_row *r;
 
 		x->tx = delta(x->tx_bytes, p ? p->tx_bytes : 0) / t->secs;
@@ -648,7 +688,7 @@ static size_t rows_shown(struct top *t, struct top_row ***out)
 	if (!*out)
 		return 0;
 	sort_col = t->sort;
-	qsort(t->rows, t->nrows, sizeof(*t->rows), row_cmp_sort);
+	sort(t->rows, t->nrows, sizeof(*t->rows), row_cmp_sort);
 	for (size_t i = 0; i < t->nrows; i++)
 		if (row_active(&t->rows[i]) && row_matches(t, &t->rows[i]))
 			(*out)[n++] = &t->rows[i];
@@ -698,8 +738,10 @@ static void title_format(const struct top *t, size_t nshown, char *out, size_t l
 	int k;
 
 	strftime(tbuf, sizeof(tbuf), "%H:%M:%S", localtime(&t->when));
-	k = snprintf(out, len, "plumb top  %s  %.1fs  %zu workloads  sort %s", tbuf, t->secs,
-		     nshown, top_col_names[t->sort]);
+	k = nshown ? snprintf(out, len, "plumb top  %s  %.1fs  %zu workload%s  sort %s", tbuf,
+			      t->secs, nshown, nshown == 1 ? "" : "s", top_col_names[t->sort]) :
+		     snprintf(out, len, "plumb top  %s  %.1fs  sort %s", tbuf, t->secs,
+			      top_col_names[t->sort]);
 	if (t->filter[0] && k > 0 && (size_t)k < len)
 		k += snprintf(out + k, len - k, "  filter '%s'", t->filter);
 	if (t->paused && k > 0 && (size_t)k < len)
@@ -942,7 +984,7 @@ static void draw_drill(struct top *t)
 	const struct netstack_series *ns = NULL;
 	struct top_thread **th = NULL;
 	struct top_peer *peers = NULL;
-	size_t nth = 0, npeers = 0, nmounts = 0, nns = 0, show;
+	size_t nth = 0, npeers = 0, nmounts = 0, nns = 0, nseries = 0, show;
 	uint64_t id = 0;
 	int y = 4, rest, bn = -1;
 	char line[1024], a[16], b[16], c[16], d[32], e[48];
@@ -950,7 +992,7 @@ static void draw_drill(struct top *t)
 	for (size_t i = 0; i < t->nrows; i++)
 		if (!strcmp(t->rows[i].cgroup, t->drill))
 			r = &t->rows[i];
-	title_format(t, 1, line, sizeof(line));
+	title_format(t, 0, line, sizeof(line));
 	put_line(0, A_BOLD, "%s  [Esc: back]", line);
 	put_line(1, A_BOLD, "%s  (cgroup %s)", r ? r->workload : t->drill, t->drill);
 	put_line(2, strstr(t->net, "BOTTLENECK") ? A_BOLD : A_NORMAL, "%s", t->net);
@@ -985,7 +1027,7 @@ static void draw_drill(struct top *t)
 		if (t->th[i].s.cgroup_id == id)
 			th[nth++] = &t->th[i];
 	sort_col = t->sort;
-	qsort(th, nth, sizeof(*th), thread_cmp_sort);
+	sort(th, nth, sizeof(*th), thread_cmp_sort);
 	for (size_t i = 0; i < t->nends; i++) {
 		const struct top_end *x = &t->ends[i];
 		size_t k;
@@ -1005,9 +1047,9 @@ static void draw_drill(struct top *t)
 		peers[k].tx += x->tx;
 		peers[k].rx += x->rx;
 	}
-	qsort(peers, npeers, sizeof(*peers), peer_cmp);
+	sort(peers, npeers, sizeof(*peers), peer_cmp);
 	if (t->netstack_up) {
-		size_t n = netstack_series(&netstack_module, &ns, &bn);
+		size_t n = nseries = netstack_series(&netstack_module, &ns, &bn);
 
 		for (size_t i = 0; i < n; i++)
 			nns += ns[i].bn.n > 0 && !strcmp(ns[i].cgroup_path, t->drill);
@@ -1045,7 +1087,7 @@ static void draw_drill(struct top *t)
 		show = nns < 3 ? nns : 3;
 		put_line(y++, A_REVERSE, "%-22s %-12s %-16s %9s %10s", "NETSTACK COMPONENT",
 			 "DEVICE", "NETNS", "P50", "SAMPLES/s");
-		for (int i = 0; ns && show; i++) {
+		for (int i = 0; ns && show && (size_t)i < nseries; i++) {
 			if (ns[i].bn.n <= 0 || strcmp(ns[i].cgroup_path, t->drill))
 				continue;
 			fmt_ns(ns[i].bn.p50, a, sizeof(a));
@@ -1279,6 +1321,46 @@ static void modules_unload(struct top *t)
 		wait_module.unload(&wait_module);
 }
 
+/*
+ * While the screen is drawn, what the modules log would scribble over it: stderr goes to a
+ * memory file, printed once the terminal is given back.
+ */
+static int log_hold(void)
+{
+	int saved = dup(STDERR_FILENO), mfd = memfd_create("plumb-top-log", MFD_CLOEXEC);
+
+	if (saved < 0 || mfd < 0 || dup2(mfd, STDERR_FILENO) < 0) {
+		if (saved >= 0)
+			close(saved);
+		if (mfd >= 0)
+			close(mfd);
+		return -1;
+	}
+	close(mfd);
+	return saved;
+}
+
+static void log_release(int saved)
+{
+	char buf[4096];
+	ssize_t n;
+	int mfd;
+
+	if (saved < 0)
+		return;
+	fflush(stderr);
+	mfd = dup(STDERR_FILENO);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	if (mfd < 0)
+		return;
+	lseek(mfd, 0, SEEK_SET);
+	while ((n = read(mfd, buf, sizeof(buf))) > 0)
+		if (write(STDERR_FILENO, buf, n) != n)
+			break;
+	close(mfd);
+}
+
 int top_run(const struct top_options *o)
 {
 	struct netns netns;
@@ -1294,8 +1376,9 @@ int top_run(const struct top_options *o)
 	struct top t = { .o = o, .sort = o->sort };
 	char cgroup_root[4096];
 	double next_tick, next_frame;
+	SCREEN *screen = NULL;
+	int ret = 1, err = 0, held = -1;
 	long shown = 0;
-	int ret = 0, err;
 
 	snprintf(t.filter, sizeof(t.filter), "%s", o->filter);
 	t.tty = !o->batch && !o->json && isatty(STDOUT_FILENO) && isatty(STDIN_FILENO);
@@ -1311,19 +1394,24 @@ int top_run(const struct top_options *o)
 	t.netstack_up = module_load(&t, &netstack_module, &cfg);
 	if (!t.wait_up && !t.io_up && !t.flow_up && !t.netstack_up) {
 		fprintf(stderr, "plumb top: no module could load (plumb agent --check says why)\n");
-		return 1;
+		goto out;
 	}
 	t.t_prev = monotonic_s();
 	err = frame_prime(&t);
-	if (err) {
-		fprintf(stderr, "plumb top: reading the modules: %s\n", strerror(-err));
-		modules_unload(&t);
-		return 1;
-	}
+	if (err)
+		goto out;
 	if (t.tty) {
 		if (!getenv("ESCDELAY"))
 			set_escdelay(25);
-		initscr();
+		screen = newterm(NULL, stdout, stdin);
+		if (!screen) {
+			fprintf(stderr,
+				"plumb top: cannot drive this terminal (TERM=%s); --batch "
+				"prints plain lines\n",
+				getenv("TERM") ? getenv("TERM") : "");
+			goto out;
+		}
+		held = log_hold();
 		cbreak();
 		noecho();
 		nonl();
@@ -1335,11 +1423,12 @@ int top_run(const struct top_options *o)
 			 o->interval_ms / 1e3);
 		refresh();
 	}
+	ret = 0;
 	next_tick = monotonic_s() + TOP_TICK_MS / 1e3;
 	next_frame = t.t_prev + o->interval_ms / 1e3;
 	while (!exiting) {
 		double now = monotonic_s();
-		int ch, changed = 0;
+		int ch, changed = 0, keys = 0;
 
 		if (now >= next_tick) {
 			tick(&t);
@@ -1364,7 +1453,8 @@ int top_run(const struct top_options *o)
 			}
 		}
 		if (t.tty) {
-			while ((ch = getch()) != ERR) {
+			/* a held key does not stop the ticks: at most 32 keys a pass */
+			while (keys++ < 32 && (ch = getch()) != ERR) {
 				int r = on_key(&t, ch);
 
 				if (r < 0) {
@@ -1385,8 +1475,12 @@ int top_run(const struct top_options *o)
 		if (o->count && shown >= o->count && !t.paused)
 			break;
 	}
-	if (t.tty)
+out:
+	if (screen) {
 		endwin();
+		delscreen(screen);
+	}
+	log_release(held);
 	if (err)
 		fprintf(stderr, "plumb top: reading the modules: %s\n", strerror(-err));
 	frame_free(&t);

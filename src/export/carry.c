@@ -29,6 +29,7 @@ struct carry_entry {
 	struct hnode node; /* first */
 	struct carry_key key;
 	double value;
+	bool seen; /* a restored series the final collect wrote (else it is handed on as is) */
 };
 
 struct carry {
@@ -37,7 +38,8 @@ struct carry {
 	struct hashtab offsets; /* restored at open */
 	struct carry_entry *restored;
 	size_t nrestored;
-	uint64_t prev_dropped;
+	uint64_t prev_dropped; /* what the previous agent said it dropped */
+	uint64_t overflow; /* entries beyond capacity in the map found at start */
 	bool recording;
 	struct carry_entry *saved; /* recorded for carry_save, at most capacity */
 	size_t nsaved;
@@ -103,19 +105,24 @@ static int on_bpffs(const char *dir, char *err, size_t errlen)
 	return 0;
 }
 
-/* The pinned map if it has our shape; a missing or misshapen one is (re)made and pinned. */
-static int map_get(const char *path, unsigned int capacity, bool *reused, char *err, size_t errlen)
+/*
+ * The pinned map: *max_entries of the one found (0 when none), which must have our key and
+ * value; a missing one is made and pinned. Anything else at path is refused.
+ */
+static int map_get(const char *path, unsigned int capacity, __u32 *max_entries, char *err,
+		   size_t errlen)
 {
+	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_NO_PREALLOC);
 	struct bpf_map_info info = { 0 };
 	__u32 len = sizeof(info);
 	int fd = bpf_obj_get(path);
 
-	*reused = false;
+	*max_entries = 0;
 	if (fd >= 0) {
 		if (!bpf_obj_get_info_by_fd(fd, &info, &len) && info.type == BPF_MAP_TYPE_HASH &&
 		    info.key_size == sizeof(struct carry_key) &&
 		    info.value_size == sizeof(double)) {
-			*reused = true;
+			*max_entries = info.max_entries;
 			return fd;
 		}
 		close(fd);
@@ -128,8 +135,9 @@ static int map_get(const char *path, unsigned int capacity, bool *reused, char *
 		snprintf(err, errlen, "--pin: %.200s: %s", path, strerror(e));
 		return -e;
 	}
+	/* not preallocated: written once, at exit; it holds only what is in it meanwhile */
 	fd = bpf_map_create(BPF_MAP_TYPE_HASH, "plumb_counters", sizeof(struct carry_key),
-			    sizeof(double), capacity + 1, NULL);
+			    sizeof(double), capacity + 1, &opts);
 	if (fd < 0) {
 		int e = errno;
 
@@ -163,7 +171,7 @@ static int take_all(struct carry *c)
 			continue;
 		}
 		if (c->nrestored == c->capacity) {
-			c->prev_dropped++;
+			c->overflow++;
 			continue;
 		}
 		c->restored[c->nrestored].key = key;
@@ -174,19 +182,37 @@ static int take_all(struct carry *c)
 	}
 	/* then empty it: what is taken must not be taken again after a crash */
 	for (size_t i = 0; i < c->nrestored; i++)
-		bpf_map_delete_elem(c->fd, &c->restored[i].key);
+		if (bpf_map_delete_elem(c->fd, &c->restored[i].key) && errno != ENOENT)
+			return -errno;
 	bpf_map_delete_elem(c->fd, &meta_key);
 	while (!bpf_map_get_next_key(c->fd, NULL, &next)) /* any left over (beyond capacity) */
 		if (bpf_map_delete_elem(c->fd, &next))
-			break;
+			return -errno;
 	return 0;
+}
+
+/* A map of another size than capacity + 1 (an earlier --pin-capacity): made again. */
+static int map_resize(struct carry *c, const char *path, char *err, size_t errlen)
+{
+	__u32 max_entries;
+
+	close(c->fd);
+	if (unlink(path)) {
+		int e = errno;
+
+		snprintf(err, errlen, "--pin: cannot remove %.200s to resize it: %s", path,
+			 strerror(e));
+		return -e;
+	}
+	c->fd = map_get(path, c->capacity, &max_entries, err, errlen);
+	return c->fd < 0 ? c->fd : 0;
 }
 
 int carry_open(const char *dir, unsigned int capacity, struct carry **out, char *err, size_t errlen)
 {
 	char path[4096 + 16];
 	struct carry *c;
-	bool reused;
+	__u32 max_entries;
 	int ret;
 
 	*out = NULL;
@@ -208,13 +234,21 @@ int carry_open(const char *dir, unsigned int capacity, struct carry **out, char 
 		goto fail;
 	}
 	snprintf(path, sizeof(path), "%s/%s", dir, CARRY_MAP_NAME);
-	c->fd = map_get(path, capacity, &reused, err, errlen);
+	c->fd = map_get(path, capacity, &max_entries, err, errlen);
 	if (c->fd < 0) {
 		ret = c->fd;
 		goto fail;
 	}
-	if (reused)
-		take_all(c);
+	if (max_entries) {
+		ret = take_all(c);
+		if (ret) {
+			snprintf(err, errlen, "--pin: emptying %.200s: %s", path, strerror(-ret));
+			close(c->fd);
+			goto fail;
+		}
+		if (max_entries != capacity + 1 && (ret = map_resize(c, path, err, errlen)))
+			goto fail;
+	}
 	*out = c;
 	return 0;
 fail:
@@ -232,8 +266,11 @@ double carry_adjust(void *ctx, const char *series, size_t len, double value)
 	struct carry_entry *e = (struct carry_entry *)hashtab_find(
 		&c->offsets, k.h1, &k, offsetof(struct carry_entry, key), sizeof(k));
 
-	if (e)
+	if (e) {
 		value += e->value;
+		if (c->recording)
+			e->seen = true;
+	}
 	if (c->recording) {
 		if (c->nsaved < c->capacity) {
 			c->saved[c->nsaved].key = k;
@@ -253,24 +290,35 @@ void carry_record(struct carry *c)
 	c->dropped = 0;
 }
 
+static void put(struct carry *c, const struct carry_key *k, double v, size_t *saved, int *ret,
+		char *err, size_t errlen)
+{
+	if (!bpf_map_update_elem(c->fd, k, &v, BPF_ANY)) {
+		(*saved)++;
+		return;
+	}
+	if (errno == E2BIG || errno == ENOMEM) {
+		c->dropped++; /* the map is full */
+		return;
+	}
+	if (!*ret) {
+		*ret = -errno;
+		snprintf(err, errlen, "--pin: saving the counters: %s", strerror(errno));
+	}
+}
+
 int carry_save(struct carry *c, size_t *saved, uint64_t *dropped, char *err, size_t errlen)
 {
 	double d;
 	int ret = 0;
 
 	*saved = 0;
-	for (size_t i = 0; i < c->nsaved; i++) {
-		if (bpf_map_update_elem(c->fd, &c->saved[i].key, &c->saved[i].value, BPF_ANY)) {
-			if (errno != E2BIG && errno != ENOMEM && !ret) {
-				ret = -errno;
-				snprintf(err, errlen, "--pin: saving the counters: %s",
-					 strerror(errno));
-			}
-			c->dropped++;
-			continue;
-		}
-		(*saved)++;
-	}
+	for (size_t i = 0; i < c->nsaved; i++)
+		put(c, &c->saved[i].key, c->saved[i].value, saved, &ret, err, errlen);
+	/* restored series this agent never wrote (idle all along): handed on as they came */
+	for (size_t i = 0; i < c->nrestored; i++)
+		if (!c->restored[i].seen)
+			put(c, &c->restored[i].key, c->restored[i].value, saved, &ret, err, errlen);
 	*dropped = c->dropped;
 	d = (double)c->dropped;
 	if (bpf_map_update_elem(c->fd, &meta_key, &d, BPF_ANY) && !ret) {
@@ -281,6 +329,17 @@ int carry_save(struct carry *c, size_t *saved, uint64_t *dropped, char *err, siz
 	return ret;
 }
 
+int carry_put_back(struct carry *c)
+{
+	size_t saved = 0;
+	char err[256];
+	int ret = 0;
+
+	for (size_t i = 0; i < c->nrestored; i++)
+		put(c, &c->restored[i].key, c->restored[i].value, &saved, &ret, err, sizeof(err));
+	return ret;
+}
+
 size_t carry_restored(const struct carry *c)
 {
 	return c->nrestored;
@@ -288,7 +347,7 @@ size_t carry_restored(const struct carry *c)
 
 uint64_t carry_previous_dropped(const struct carry *c)
 {
-	return c->prev_dropped;
+	return c->prev_dropped + c->overflow;
 }
 
 unsigned int carry_capacity(const struct carry *c)

@@ -38,6 +38,12 @@ void carry_record(struct carry *c);
  */
 int carry_save(struct carry *c, size_t *saved, uint64_t *dropped, char *err, size_t errlen);
 
+/*
+ * An agent that fails to start after carry_open: what it took goes back into the map, for
+ * the next one. 0 or -errno.
+ */
+int carry_put_back(struct carry *c);
+
 /* What the start found: series restored, and those the previous agent could not save. */
 size_t carry_restored(const struct carry *c);
 uint64_t carry_previous_dropped(const struct carry *c);

@@ -48,6 +48,9 @@ def test_restart(cleanup):
     mnt = os.path.join(base, "tmpfs")
     mount_tmpfs(cleanup, mnt, size_mb=64)
     cg, label = make_cgroup(cleanup, f"plumb-pin-{os.getpid()}/job")
+    # a second workload that writes under the first agent, then not under the second
+    cg2, label2 = make_cgroup(cleanup, f"plumb-pin-{os.getpid()}/idle")
+    sel2 = dict(cgroup=label2, mount=mnt)
     port = free_port()
     sel = dict(cgroup=label, mount=mnt)
     prom_sel = f'plumb_io_write_bytes_total{{cgroup="{label}",mount="{mnt}"}}'
@@ -58,7 +61,10 @@ def test_restart(cleanup):
     t0 = time.time()
     n1 = 5 * MIB + 123
     iowork(cg, f"creat:{mnt}/data", "sleep:2000", f"write:{mnt}/data:{n1}:{MIB}")
+    m2 = 2 * MIB + 11
+    iowork(cg2, f"write:{mnt}/idle:{m2}:{MIB}")
     wait_value(a, "plumb_io_write_bytes_total", n1, **sel)
+    wait_value(a, "plumb_io_write_bytes_total", m2, **sel2)
     time.sleep(2)  # Prometheus has scraped n1
     before = a.metrics()
     assert a.stop() == 0, "the first agent did not exit cleanly"
@@ -109,15 +115,27 @@ def test_restart(cleanup):
           f"no series of {len(names)} counter names reset")
     assert abs(inc - (n1 + n2)) <= 0.01 * (n1 + n2), f"increase {inc} vs {n1 + n2} written"
 
-    # a crash hands nothing over: the next agent starts from zero, not from a stale count
-    b.proc.kill()
-    b.proc.wait()
+    # the second workload was idle all through the second agent: its count is handed on all
+    # the same, and continues under a third
+    assert not select(b.metrics(), "plumb_io_write_bytes_total", **sel2), \
+        "the idle workload has a series under the second agent"
+    assert b.stop() == 0, "the second agent did not exit cleanly"
     c = Agent(cleanup, "--pin", pin, port=port)
-    m = c.metrics()
+    m3 = MIB + 3
+    iowork(cg2, f"write:{mnt}/idle:{m3}:{MIB}")
+    wait_value(c, "plumb_io_write_bytes_total", m2 + m3, **sel2)
+    print(f"  third agent: the idle workload's count {m2} carried over an agent that never "
+          f"saw it, now {m2 + m3}")
+
+    # a crash hands nothing over: the next agent starts from zero, not from a stale count
+    c.proc.kill()
+    c.proc.wait()
+    d = Agent(cleanup, "--pin", pin, port=port)
+    m = d.metrics()
     assert value(m, "plumb_pin_restored_series") == 0, "an agent restored a killed one's counts"
     assert value(m, "plumb_io_write_bytes_total", **sel) in (None, 0), \
         "after a crash the count must restart at 0"
-    assert c.stop() == 0
+    assert d.stop() == 0
 
 
 def test_bad_pin_dir(cleanup):
