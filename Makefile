@@ -1,5 +1,5 @@
 # plumb — see README.md. Targets: all (default), run, test, test-kernels, bench, bench-place,
-# install, clean, format.
+# soak, install, deb, clean, format.
 VERSION    ?= 0.1.0
 ARCH       := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
 BUILD      := build
@@ -24,7 +24,7 @@ LIB_SRCS := $(filter-out src/main.c,$(wildcard src/*.c src/*/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
 
-.PHONY: all deps run test test-unit test-integration test-kernels bench bench-place install clean fuzz \
+.PHONY: all deps run test test-unit test-integration test-kernels bench bench-place soak install clean fuzz \
 	format check-root
 
 all: $(BUILD)/plumb
@@ -120,6 +120,14 @@ bench: deps
 	$(MAKE) all $(BUILD)/hotpath $(BUILD)/hold $(BUILD)/flow_floor.bpf.o $(BUILD)/sched_floor.bpf.o $(BUILD)/netstack_floor.bpf.o $(BUILD)/place_ga \
 		$(BUILD)/place_exact
 	./bench/run-all.sh
+
+# the agent under churn for SOAK_SECONDS (600): processes, TCP connections, cgroups; RSS,
+# map fill, lost events and scrape time over time, in bench/results/soak.md
+soak: deps all $(BUILD)/soak
+	python3 bench/soak.py
+
+$(BUILD)/soak: bench/soak.c | $(BUILD)
+	$(CC) -O2 -pthread -Wall -Wextra -Werror $< -o $@
 
 # plumb place against the GA: CPU only, no root, no BPF
 bench-place: all $(BUILD)/place_ga $(BUILD)/place_exact
