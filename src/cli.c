@@ -369,6 +369,30 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 	return CLI_OK;
 }
 
+static int parse_duration_opt(const char *opt, const char *arg, unsigned int min_ms,
+			      unsigned int *ms, char *err, size_t errlen)
+{
+	if (cli_parse_duration_ms(arg, ms) || *ms < min_ms) {
+		snprintf(err, errlen, "%s: '%s' is not a duration of at least %ums", opt, arg,
+			 min_ms);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* --count N of the views: 1..2^30 */
+static int parse_count_opt(const char *arg, long *count, char *err, size_t errlen)
+{
+	unsigned int n;
+
+	if (parse_uint(arg, 1, 1u << 30, &n)) {
+		snprintf(err, errlen, "--count: '%s' is not a positive number", arg);
+		return -EINVAL;
+	}
+	*count = n;
+	return 0;
+}
+
 enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *err, size_t errlen)
 {
 	static const struct option opts[] = {
@@ -382,7 +406,6 @@ enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *
 		{ "io-latency-sample", required_argument, NULL, OPT_LATENCY_SAMPLE },
 		{ 0 },
 	};
-	unsigned int count;
 	int c;
 
 	memset(o, 0, sizeof(*o));
@@ -395,21 +418,13 @@ enum cli_result cli_parse_io(int argc, char **argv, struct io_options *o, char *
 	while ((c = next_opt(argc, argv, opts, ":i:c:jvh", err, errlen)) != -1) {
 		switch (c) {
 		case 'i':
-			if (cli_parse_duration_ms(optarg, &o->interval_ms) ||
-			    o->interval_ms < 100) {
-				snprintf(err, errlen,
-					 "--interval: '%s' is not a duration of at least 100ms",
-					 optarg);
+			if (parse_duration_opt("--interval", optarg, 100, &o->interval_ms, err,
+					       errlen))
 				return CLI_ERROR;
-			}
 			break;
 		case 'c':
-			if (parse_uint(optarg, 1, 1u << 30, &count)) {
-				snprintf(err, errlen, "--count: '%s' is not a positive number",
-					 optarg);
+			if (parse_count_opt(optarg, &o->count, err, errlen))
 				return CLI_ERROR;
-			}
-			o->count = count;
 			break;
 		case 'j':
 			o->json = true;
@@ -464,7 +479,6 @@ enum cli_result cli_parse_top(int argc, char **argv, struct top_options *o, char
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	unsigned int count;
 	int c, k;
 
 	memset(o, 0, sizeof(*o));
@@ -475,21 +489,13 @@ enum cli_result cli_parse_top(int argc, char **argv, struct top_options *o, char
 	while ((c = next_opt(argc, argv, opts, ":i:c:s:f:bjvh", err, errlen)) != -1) {
 		switch (c) {
 		case 'i':
-			if (cli_parse_duration_ms(optarg, &o->interval_ms) ||
-			    o->interval_ms < 250) {
-				snprintf(err, errlen,
-					 "--interval: '%s' is not a duration of at least 250ms",
-					 optarg);
+			if (parse_duration_opt("--interval", optarg, 250, &o->interval_ms, err,
+					       errlen))
 				return CLI_ERROR;
-			}
 			break;
 		case 'c':
-			if (parse_uint(optarg, 1, 1u << 30, &count)) {
-				snprintf(err, errlen, "--count: '%s' is not a positive number",
-					 optarg);
+			if (parse_count_opt(optarg, &o->count, err, errlen))
 				return CLI_ERROR;
-			}
-			o->count = count;
 			break;
 		case 's':
 			for (k = 0; k < TOP_COLS && strcmp(optarg, top_col_names[k]); k++)
@@ -835,17 +841,6 @@ enum cli_result cli_parse_graph(int argc, char **argv, struct graph_options *o, 
 	return r;
 }
 
-static int parse_duration_opt(const char *opt, const char *arg, unsigned int min_ms,
-			      unsigned int *ms, char *err, size_t errlen)
-{
-	if (cli_parse_duration_ms(arg, ms) || *ms < min_ms) {
-		snprintf(err, errlen, "%s: '%s' is not a duration of at least %ums", opt, arg,
-			 min_ms);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 enum cli_result cli_parse_netstack(int argc, char **argv, struct netstack_options *o, char *err,
 				   size_t errlen)
 {
@@ -862,7 +857,6 @@ enum cli_result cli_parse_netstack(int argc, char **argv, struct netstack_option
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	unsigned int n;
 	int c;
 
 	memset(o, 0, sizeof(*o));
@@ -878,12 +872,8 @@ enum cli_result cli_parse_netstack(int argc, char **argv, struct netstack_option
 				return CLI_ERROR;
 			break;
 		case 'n':
-			if (parse_uint(optarg, 1, 1u << 30, &n)) {
-				snprintf(err, errlen, "--count: '%s' is not a positive number",
-					 optarg);
+			if (parse_count_opt(optarg, &o->count, err, errlen))
 				return CLI_ERROR;
-			}
-			o->count = n;
 			break;
 		case OPT_DEV:
 			if (!*optarg || strlen(optarg) >= 16) {

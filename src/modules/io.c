@@ -472,6 +472,15 @@ static void emit_dir_counter(struct prom_writer *w, const struct io_row *rows, s
 	}
 }
 
+static uint64_t latency_count(const uint64_t *buckets)
+{
+	uint64_t n = 0;
+
+	for (int k = 0; k < IO_LAT_BUCKETS; k++)
+		n += buckets[k];
+	return n;
+}
+
 static int io_collect(struct plumb_module *m, struct prom_writer *w)
 {
 	struct io_state *s = m->priv;
@@ -522,6 +531,13 @@ static int io_collect(struct plumb_module *m, struct prom_writer *w)
 			    "random sample of calls (see plumb_io_latency_sample_period).");
 		for (size_t i = 0; i < n; i++)
 			for (int d = 0; d < IO_DIRS; d++) {
+				/*
+				 * A (row, direction) without a timed call has no histogram yet: 28
+				 * series of zeros each, most of a churning host's output (a cgroup
+				 * that wrote a few times, or only wrote, or only read)
+				 */
+				if (!latency_count(rows[i].lat[d]))
+					continue;
 				row_labels(&rows[i], l);
 				l[4] = (struct prom_label){ "op", io_dir_names[d] };
 				memcpy(counts, rows[i].lat[d], sizeof(counts));

@@ -33,9 +33,11 @@ from lib import (EMULATED, ROOT, Agent, Cleanup, Hosts, Prometheus, Runner, free
 GRAFANA = os.path.join(ROOT, "deploy", "grafana")
 PROM_CONFIG = os.path.join(ROOT, "deploy", "prometheus", "prometheus.yml")
 DASHBOARDS = ["plumb-io.json", "plumb-waits.json", "plumb-netstack.json", "plumb-traffic.json"]
-SCRAPE = 1  # s
+# s; 3 in emulated guests, where a scrape of every module can take more than a second (the
+# first 6.1 guest run: every scrape timed out at 1 s, so every series was stale)
+SCRAPE = 3 if EMULATED else 1
 # Grafana's $__rate_interval: max($__interval + scrape interval, 4 x scrape interval), with the
-# data source's scrape interval set to the server's (1 s here) and $__interval at most 1 s
+# data source's scrape interval set to the server's and $__interval at most that
 RATE_INTERVAL = f"{4 * SCRAPE}s"
 # Panels whose healthy value is 0: there, a series of zeros is the data
 ZERO_IS_DATA = {"Events lost"}
@@ -382,6 +384,13 @@ class Live:
             sh("findmnt", "-n", "-o", "SOURCE", self.mount).stdout.strip()))
         self.cg, self.workload = make_cgroup(cleanup, f"plumb-dash-{tag}/work")
         self.hosts = Hosts(cleanup, 3)
+        # an address of the agent's own namespace for plumb_host_address (an emulated
+        # guest's root namespace has only lo): a veth end of the test's own
+        dev = f"pdash{tag % 100000}"
+        sh("ip", "link", "add", dev, "type", "veth", "peer", "name", dev + "p")
+        cleanup.add(lambda: sh("ip", "link", "del", dev, check=False))
+        sh("ip", "addr", "add", "198.18.77.1/32", "dev", dev)
+        sh("ip", "link", "set", dev, "up")
         self.agent = Agent(cleanup)
         self.instance = f"127.0.0.1:{self.agent.port}"
         self.prom = Prometheus(cleanup, self.agent.port, interval=SCRAPE)

@@ -404,7 +404,7 @@ def test_agent_as_unit(cleanup):
     r = sh(IOWORK, "--cgroup", cg, f"write:{mnt}/f:12345:1000", check=False)
     assert r.returncode == 0, r.stderr
     m = settle(agent, lambda m: value(m, "plumb_io_write_bytes_total", cgroup=label,
-                                      mount=mnt) == 12345)
+                                      mount=mnt) == 12345, timeout=30 if EMULATED else 5)
     assert value(m, "plumb_io_write_bytes_total", cgroup=label, mount=mnt) == 12345, \
         f"io: {value(m, 'plumb_io_write_bytes_total', cgroup=label, mount=mnt)} bytes on {mnt}"
     # a TCP connection inside the other namespace, alive across two scrapes: the flow module

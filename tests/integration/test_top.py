@@ -20,7 +20,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (PLUMB, Cleanup, Runner, free_port, make_cgroup,  # noqa: E402
+from lib import (EMULATED, PLUMB, Cleanup, Runner, free_port, make_cgroup,  # noqa: E402
                  mount_tmpfs, require_root)
 
 FLOWWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flowwork.py")
@@ -172,6 +172,13 @@ def test_numbers(cleanup):
     cleanup.add(lambda: held and os.close(held.pop()))
     waiter = spawn(cleanup, cg["pipe"][0], "pipewait", stdin=pipe_r)
     os.close(pipe_r)
+    # the frames after the one in which the waiter blocked in its pipe read (python's start
+    # takes seconds in an emulated guest)
+    deadline = time.time() + 30
+    while "pipe" not in open(f"/proc/{waiter.pid}/wchan").read():  # (anon_)pipe_read
+        assert time.time() < deadline, "the pipe waiter never blocked in its read"
+        time.sleep(0.05)
+    blocked_from = len(top.frames) + 1
     n, size, reply = 40, 256 * 1024 + 7, 3000
     srv, client = net_pair(cleanup, cg["srv"][0], cg["cli"][0], n, size, reply)
     burner = spawn(cleanup, cg["burn"][0], "burn", "3")
@@ -198,8 +205,8 @@ def test_numbers(cleanup):
     near(total(frames, cg["srv"][1], "sent_bytes_per_second"), n * reply, 0.01, "server sent")
     near(total(frames, cg["srv"][1], "received_bytes_per_second"), n * size, 0.01,
          "server received")
-    # blocked in a pipe read through every frame after the first (it started in the second)
-    waits = [w["wait"]["pipe"] for f in frames[2:-1] for w in f["workloads"]
+    # blocked in a pipe read through every frame after the one it blocked in
+    waits = [w["wait"]["pipe"] for f in frames[blocked_from:] for w in f["workloads"]
              if w["cgroup"] == cg["pipe"][1]]
     print(f"  pipe waiter: wait pipe per frame {', '.join(f'{x:.3f}' for x in waits)}")
     assert len(waits) >= 3, f"the pipe waiter is in {len(waits)} frames"
@@ -227,7 +234,7 @@ class Tmux:
     def keys(self, *keys):
         subprocess.run(["tmux", "-L", self.sock, "send-keys", "-t", "top", *keys], check=True)
 
-    def until(self, what, pred, timeout=10):
+    def until(self, what, pred, timeout=30 if EMULATED else 10):
         deadline = time.time() + timeout
         while True:
             s = self.screen()
@@ -262,7 +269,9 @@ def test_terminal(cleanup):
     cleanup.add(lambda: os.path.exists(status) and os.unlink(status))
     tmux = Tmux(cleanup, f"{PLUMB} top; echo $? > {status}")
 
-    s = tmux.until("the burner's row", lambda s: any(f"/{tag}-burn " in r for r in s))
+    # loading four modules takes a minute in an emulated guest
+    s = tmux.until("the burner's row", lambda s: any(f"/{tag}-burn " in r for r in s),
+                   timeout=90 if EMULATED else 20)
     assert len(s) == 24 and all(len(line) <= 80 for line in s), "not 80x24:\n" + "\n".join(s)
     assert "sort cpu" in s[0], s[0]
     header = next(line for line in s if line.startswith("WORKLOAD"))
