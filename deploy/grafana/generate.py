@@ -456,6 +456,9 @@ def traffic_dashboard():
 
     def node(expr, id_from, title_from, subtitle):
         expr = copy(copy(expr, "id", id_from), "title", title_from)
+        # a process that exited before its command was read has an empty comm: the node
+        # still needs a title (label_replace's regex is anchored: "" matches only "")
+        expr = f'label_replace({expr}, "title", "(exited)", "title", "")'
         if subtitle.startswith("label:"):
             return copy(expr, "subtitle", subtitle[6:])
         return const(expr, "subtitle", subtitle)
