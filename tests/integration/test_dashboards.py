@@ -446,7 +446,7 @@ class Live:
         sh("ip", "netns", "exec", self.hosts.names[0], "tc", "qdisc", "add", "dev", "eth0",
            "root", "tbf", "rate", TBF_RATE, "burst", "10kb", "limit", "30000")
         t0 = time.time()
-        while time.time() < t0 + (90 if EMULATED else 20):
+        while time.time() < t0 + (30 if EMULATED else 20):
             got = self.prom.query("plumb_netstack_bottleneck == 1")
             if got:
                 m = got[0]["metric"]
@@ -545,7 +545,8 @@ def check_dashboard(live, name, values, what):
                     print(f"      {r.get('metric')} {r['value'][1]}")
             answers[t["refId"]] = result
             if EMULATED and not live.named and "plumb_netstack_bottleneck" in expr:
-                # the 6.1 guest under this test's whole load named no bottleneck in 90 s
+                # the 6.1 guest under this test's whole load named no bottleneck in 90 s (the test
+                # now waits 30 s there: guest time is close to make test-kernels' 30 min limit);
                 # (test_netstack's scenario (a) names it there 9 times in 10, alone); the
                 # host run checks these panels. Said, not counted as checked.
                 print(f"    NOT CHECKED in this guest (no bottleneck named): {where}")
