@@ -167,7 +167,8 @@ static int one_cgroup(void)
 			pid_t c = fork();
 
 			if (c == 0)
-				_exit(write(file_fd, buf, sizeof(buf)) == (ssize_t)sizeof(buf) ? 0 : 1);
+				_exit(write(file_fd, buf, sizeof(buf)) == (ssize_t)sizeof(buf) ? 0 :
+												 1);
 			if (c < 0 || waitpid(c, &status, 0) != c || status)
 				good = 0;
 		}

@@ -71,7 +71,6 @@ struct top_end {
 
 /* The state one frame needs, and the previous frame's counters. */
 struct top {
-	const struct top_options *o;
 	bool tty;
 	bool io_up, wait_up, flow_up, netstack_up;
 	char off[256]; /* modules that could not load, and why */
@@ -672,12 +671,6 @@ static int frame_take(struct top *t)
 	return 0;
 }
 
-/* The first counters: the first frame shows the change from here. */
-static int frame_prime(struct top *t)
-{
-	return frame_take(t);
-}
-
 /* ---- the rows shown, in order ---- */
 
 static size_t rows_shown(struct top *t, struct top_row ***out)
@@ -1056,7 +1049,6 @@ static void draw_drill(struct top *t)
 	}
 
 	/* the lines: mounts, peers and netstack a few each, the threads the rest */
-	rest = LINES - 1 - y;
 	if (nmounts) {
 		show = nmounts < 3 ? nmounts : 3;
 		put_line(y++, A_REVERSE, "%-40s %9s %9s", "MOUNT", "READ/s", "WRITE/s");
@@ -1373,7 +1365,7 @@ int top_run(const struct top_options *o)
 				    .wait = true,
 				    .netstack_sample = PLUMB_DEFAULT_NETSTACK_SAMPLE };
 	struct sigaction sa = { .sa_handler = on_signal };
-	struct top t = { .o = o, .sort = o->sort };
+	struct top t = { .sort = o->sort };
 	char cgroup_root[4096];
 	double next_tick, next_frame;
 	SCREEN *screen = NULL;
@@ -1397,7 +1389,7 @@ int top_run(const struct top_options *o)
 		goto out;
 	}
 	t.t_prev = monotonic_s();
-	err = frame_prime(&t);
+	err = frame_take(&t); /* the first counters: the first frame shows the change from here */
 	if (err)
 		goto out;
 	if (t.tty) {

@@ -118,10 +118,23 @@ def test_rw_exact(world, agent, cleanup):
             count = value(m, "plumb_io_latency_seconds_count", cgroup=cg, mount=mnt, op=d)
             inf = value(m, "plumb_io_latency_seconds_bucket", cgroup=cg, mount=mnt, op=d, le="+Inf")
             assert calls == count == inf, f"{cg} {mnt} {d}: calls {calls}, _count {count}, +Inf {inf}"
+            # no timed call, no histogram (docs/metrics.md): not 28 series of zeros
+            present = bool(select(m, "plumb_io_latency_seconds_bucket", cgroup=cg, mount=mnt,
+                                  op=d))
+            assert present == (calls > 0), \
+                f"{cg} {mnt} {d}: {calls} timed calls, histogram {'present' if present else 'absent'}"
             assert calls == 0 or value(m, "plumb_io_latency_seconds_sum", cgroup=cg, mount=mnt,
                                        op=d) > 0, "latency sum is 0"
     # the workload label of a plain cgroup is its path
     assert select(m, "plumb_io_write_bytes_total", cgroup=la, workload=la), "workload label"
+    # a workload that only writes: a write histogram and no read one (not 28 zero series)
+    cgw, lw = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/writeonly")
+    iowork(cgw, f"write:{world.tmpfs}/writeonly:40000:4000")
+    lab = dict(cgroup=lw, mount=world.tmpfs)
+    m = settle(agent, lambda m: value(m, "plumb_io_latency_seconds_count", op="write", **lab) == 10)
+    assert value(m, "plumb_io_latency_seconds_count", op="write", **lab) == 10
+    assert not select(m, "plumb_io_latency_seconds_bucket", op="read", **lab), \
+        "a read histogram for a workload that never read"
 
 
 def add_rw(exp, cg, mnt, kind, size, chunk):
