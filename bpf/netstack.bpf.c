@@ -106,12 +106,17 @@ struct {
 
 static const struct netstack_hist zero_hist;
 
-static __always_inline void count_lost(__u32 reason)
+static __always_inline void count_lost_n(__u32 reason, __u64 k)
 {
 	__u64 *n = bpf_map_lookup_elem(&ns_lost, &reason);
 
 	if (n)
-		*n += 1;
+		*n += k;
+}
+
+static __always_inline void count_lost(__u32 reason)
+{
+	count_lost_n(reason, 1);
 }
 
 static __always_inline void churn(__u32 i)
@@ -192,8 +197,9 @@ static __always_inline void dev_ids(struct net_device *dev, __u32 *ifindex, __u3
 	*netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
 }
 
-static __always_inline void hist_add_at(__u32 netns, __u32 ifindex, __u32 component, __u64 cgroup,
-					__u64 ns)
+/* w packets of ns each (w > 1 only for a merged receive-queue slot, struct netstack_recv) */
+static __always_inline void hist_add_w(__u32 netns, __u32 ifindex, __u32 component, __u64 cgroup,
+				       __u64 ns, __u32 w)
 {
 	struct netstack_key k = {
 		.netns = netns, .ifindex = ifindex, .component = component, .cgroup = cgroup
@@ -218,8 +224,14 @@ static __always_inline void hist_add_at(__u32 netns, __u32 ifindex, __u32 compon
 	b = netstack_bucket(ns);
 	barrier_var(b);
 	if (b < NETSTACK_BUCKETS)
-		h->count[b] += 1;
-	h->sum_ns += ns;
+		h->count[b] += w;
+	h->sum_ns += ns * w;
+}
+
+static __always_inline void hist_add_at(__u32 netns, __u32 ifindex, __u32 component, __u64 cgroup,
+					__u64 ns)
+{
+	hist_add_w(netns, ifindex, component, cgroup, ns, 1);
 }
 
 static __always_inline void hist_add(struct netstack_pkt *p, __u32 component, __u64 ns)
@@ -405,8 +417,10 @@ int BPF_PROG(ns_sendmsg, struct sock *sk, struct msghdr *msg, struct sk_buff *sk
 	}
 	n = snd->n;
 	barrier_var(n);
-	if (n >= NETSTACK_SEND_SLOTS)
-		return 0; /* a full socket's send pays no cgroup read */
+	if (n >= NETSTACK_SEND_SLOTS) {
+		count_lost(NS_LOST_SLOTS_FULL); /* and pays no cgroup read */
+		return 0;
+	}
 	snd->cgroup = bpf_get_current_cgroup_id();
 	snd->ts[n] = now;
 	snd->seq[n] = BPF_CORE_READ((struct tcp_sock *)sk, write_seq);
@@ -588,6 +602,60 @@ int BPF_PROG(ns_receive, struct sk_buff *skb)
 }
 
 /*
+ * A sampled segment joins its socket's receive queue (struct netstack_recv): a slot of its
+ * own, or, between strides, the newest slot (whose mean arrival time moves towards now).
+ * When every slot is taken, neighbouring slots are merged in pairs and the stride doubles.
+ */
+static __always_inline void recv_queue(struct netstack_recv *r, __u64 now, __u32 seq,
+				       struct netstack_pkt *p)
+{
+	__u64 n = r->n, j; /* 64-bit indexes, bounded on their own register (hist_add_w) */
+	__u32 i, w, w2;
+
+	if (!n) { /* drained: every segment gets its slot again */
+		r->stride = 1;
+		r->skip = 0;
+	}
+	if (r->skip && n) {
+		j = n - 1;
+		barrier_var(j);
+		if (j >= NETSTACK_SEND_SLOTS)
+			return;
+		w = r->weight[j];
+		if (now > r->ts[j])
+			r->ts[j] += (now - r->ts[j]) / (w + 1);
+		r->weight[j] = w + 1;
+		r->skip--;
+		return;
+	}
+	if (n >= NETSTACK_SEND_SLOTS) {
+		for (i = 0; i < NETSTACK_SEND_SLOTS / 2; i++) {
+			w = r->weight[2 * i];
+			w2 = r->weight[2 * i + 1];
+			r->ts[i] = r->ts[2 * i];
+			if (r->ts[2 * i + 1] > r->ts[i] && w + w2)
+				r->ts[i] += (r->ts[2 * i + 1] - r->ts[i]) * w2 / (w + w2);
+			r->seq[i] = r->seq[2 * i];
+			r->netns[i] = r->netns[2 * i];
+			r->ifindex[i] = r->ifindex[2 * i];
+			r->weight[i] = w + w2;
+		}
+		n = NETSTACK_SEND_SLOTS / 2;
+		r->stride = r->stride < (1U << 30) ? r->stride * 2 : r->stride;
+	}
+	barrier_var(n);
+	if (n >= NETSTACK_SEND_SLOTS)
+		return;
+	r->ts[n] = now;
+	r->seq[n] = seq;
+	r->netns[n] = p->netns;
+	r->ifindex[n] = p->ifindex;
+	r->weight[n] = 1;
+	r->n = n + 1;
+	r->skip = r->stride - 1;
+}
+
+/*
  * TCP's receive of an established socket's segment (top of tcp_rcv_established): the
  * protocol stage ends. A segment with data waits for the reader from here, followed by its
  * socket and sequence (ns_recvs); a pure ACK's path ends here.
@@ -599,7 +667,7 @@ int BPF_PROG(ns_probe, struct sock *sk, struct sk_buff *skb)
 	struct netstack_recv *r, fresh = {};
 	struct netstack_pkt *p;
 	struct tcp_skb_cb *tcb = (struct tcp_skb_cb *)&skb->cb;
-	__u32 cb[2], n; /* TCP_SKB_CB(skb): seq, end_seq */
+	__u32 cb[2]; /* TCP_SKB_CB(skb): seq, end_seq */
 	__u8 flags;
 
 	p = pkt_find(skb, true, &now);
@@ -618,19 +686,13 @@ int BPF_PROG(ns_probe, struct sock *sk, struct sk_buff *skb)
 		fresh.seq[0] = cb[0];
 		fresh.netns[0] = p->netns;
 		fresh.ifindex[0] = p->ifindex;
+		fresh.weight[0] = 1;
 		fresh.n = 1;
+		fresh.stride = 1;
 		lru_insert(&ns_recvs, NS_MAP_RECVS, &sk_key, &fresh);
 		goto done;
 	}
-	n = r->n;
-	barrier_var(n);
-	if (n < NETSTACK_SEND_SLOTS) {
-		r->ts[n] = now;
-		r->seq[n] = cb[0];
-		r->netns[n] = p->netns;
-		r->ifindex[n] = p->ifindex;
-		r->n = n + 1;
-	} /* else: the socket's eight oldest are waiting; this one goes unsampled */
+	recv_queue(r, now, cb[0], p);
 done:
 	lru_delete(&ns_pkts, NS_MAP_PKTS, &key);
 	return 0;
@@ -689,8 +751,10 @@ int BPF_PROG(ns_data_ready, const struct sock *sk)
 	skb_key = (__u64)skb;
 	lru_delete(&ns_pkts, NS_MAP_PKTS, &skb_key);
 	ahead = udp_ahead(sk, skb);
-	if (ahead < 0)
-		return 0; /* too deep in the queue to count: unsampled from here */
+	if (ahead < 0) {
+		count_lost(NS_LOST_SLOTS_FULL); /* too deep in the queue to count */
+		return 0;
+	}
 	w = bpf_map_lookup_elem(&ns_udp, &key);
 	if (w && w->n && now - w->ts[0] > NETSTACK_MAX_AGE_NS) {
 		count_lost(NS_LOST_UNMATCHED); /* never read, or the count slipped: start over */
@@ -707,8 +771,10 @@ int BPF_PROG(ns_data_ready, const struct sock *sk)
 	}
 	n = w->n;
 	barrier_var(n);
-	if (n >= NETSTACK_SEND_SLOTS)
-		return 0; /* the socket's eight oldest are waiting; this one goes unsampled */
+	if (n >= NETSTACK_SEND_SLOTS) {
+		count_lost(NS_LOST_SLOTS_FULL); /* the socket's eight oldest are waiting */
+		return 0;
+	}
 	w->ts[n] = now;
 	w->ahead[n] = ahead;
 	w->netns[n] = p->netns;
@@ -790,10 +856,10 @@ int BPF_PROG(ns_copy, struct sk_buff *skb, int len)
 		/* far behind the reader: left by an earlier socket at this address */
 		if (copied + len - r->seq[i] <= NETSTACK_RECV_REACH && now > r->ts[i] &&
 		    now - r->ts[i] <= NETSTACK_MAX_AGE_NS)
-			hist_add_at(r->netns[i], r->ifindex[i], NS_SOCKET,
-				    bpf_get_current_cgroup_id(), now - r->ts[i]);
+			hist_add_w(r->netns[i], r->ifindex[i], NS_SOCKET,
+				   bpf_get_current_cgroup_id(), now - r->ts[i], r->weight[i]);
 		else
-			count_lost(NS_LOST_UNMATCHED);
+			count_lost_n(NS_LOST_UNMATCHED, r->weight[i]);
 		done++;
 	}
 	if (!done)
@@ -807,6 +873,7 @@ int BPF_PROG(ns_copy, struct sk_buff *skb, int len)
 		r->seq[i] = r->seq[i + done];
 		r->netns[i] = r->netns[i + done];
 		r->ifindex[i] = r->ifindex[i + done];
+		r->weight[i] = r->weight[i + done];
 	}
 	r->n -= done;
 	return 0;

@@ -371,10 +371,11 @@ static __always_inline bool wait_key_eq(const struct wait_key *x, const struct w
 }
 
 /* The thread's accumulated resource into wait_bri (its waits now go to another one). */
-static __always_inline void wait_slot_flush(struct sched_thread *t)
+static __always_inline void wait_slot_flush(struct sched_thread *t, __u64 now)
 {
 	struct wait_val *v = bpf_map_lookup_elem(&wait_bri, &t->slot);
 
+	t->slot_val.last_ns = now;
 	if (!v) {
 		if (!bpf_map_update_elem(&wait_bri, &t->slot, &t->slot_val, BPF_NOEXIST))
 			return;
@@ -387,10 +388,11 @@ static __always_inline void wait_slot_flush(struct sched_thread *t)
 	v->ns += t->slot_val.ns;
 	v->n += t->slot_val.n;
 	v->wakes += t->slot_val.wakes;
+	v->last_ns = now;
 }
 
-/* A wait episode of d ns ended: to its kind, and to its resource through the slot. */
-static __always_inline void wait_close(struct sched_thread *t, __u64 d)
+/* A wait episode of d ns ended at now: to its kind, and to its resource through the slot. */
+static __always_inline void wait_close(struct sched_thread *t, __u64 d, __u64 now)
 {
 	__u32 kind = t->open.kind;
 
@@ -400,7 +402,7 @@ static __always_inline void wait_close(struct sched_thread *t, __u64 d)
 	t->wait_n[kind] += 1;
 	if (!wait_key_eq(&t->slot, &t->open)) {
 		if (t->slot.kind < WAIT_KINDS)
-			wait_slot_flush(t);
+			wait_slot_flush(t, now);
 		t->slot = t->open;
 		t->slot_val.ns = t->slot_val.n = t->slot_val.wakes = 0;
 	}
@@ -445,7 +447,7 @@ static __always_inline void episode_recover(struct task_struct *p, struct sched_
 		goto lost;
 	off_add(t->ns, t->off_kind, woke - t->off_ns);
 	if (wait_on)
-		wait_close(t, woke - t->off_ns);
+		wait_close(t, woke - t->off_ns, woke);
 	return;
 lost:
 	count_lost(SCHED_LOST_UNCLOSED);
@@ -464,7 +466,7 @@ static __always_inline void episode_close(struct sched_thread *t, __u64 now)
 	if (now > t->off_ns)
 		off_add(t->ns, t->off_kind, now - t->off_ns);
 	if (wait_on)
-		wait_close(t, now > t->off_ns ? now - t->off_ns : 0);
+		wait_close(t, now > t->off_ns ? now - t->off_ns : 0, now);
 	t->off_ns = 0;
 }
 

@@ -142,12 +142,24 @@ struct netstack_udp_wait {
  * that arrived is not always the one copied (TCP coalesces a segment into the queue's tail
  * skb, or collapses the queue, when the reader lags), so the socket stage ends when the
  * reader's copy reaches the segment's first byte.
+ *
+ * A slot stands for weight[i] segments that arrived one after another, at the mean time ts[i]:
+ * when a segment finds every slot taken (a reader that lags by more than NETSTACK_SEND_SLOTS
+ * segments), neighbouring slots are merged in pairs and from then on one arriving segment in
+ * stride opens a slot, the others join the newest one. Each segment is counted once, and its
+ * wait is its slot's: the time from the slot's mean arrival to the copy that reaches the
+ * slot's first byte. Dropping the segments that found the slots full instead left out the
+ * middle of every long stall: a 6.1 guest's reader, descheduled for tens of milliseconds, had
+ * 15 of 2000 segments unsampled and the socket stage 12% short of the true end-to-end time.
  */
 struct netstack_recv {
-	__u64 ts[NETSTACK_SEND_SLOTS]; /* ktime at tcp_probe */
-	__u32 seq[NETSTACK_SEND_SLOTS]; /* the segment's first byte */
+	__u64 ts[NETSTACK_SEND_SLOTS]; /* ktime at tcp_probe (the mean of the slot's segments) */
+	__u32 seq[NETSTACK_SEND_SLOTS]; /* the slot's first segment's first byte */
 	__u32 netns[NETSTACK_SEND_SLOTS], ifindex[NETSTACK_SEND_SLOTS]; /* where it arrived */
+	__u32 weight[NETSTACK_SEND_SLOTS]; /* segments the slot stands for */
 	__u32 n; /* slots in use, from 0 */
+	__u32 stride; /* one arriving segment in stride opens a slot (1 until slots are merged) */
+	__u32 skip; /* segments still to join the newest slot before the next one opens */
 	__u32 pad;
 };
 
@@ -176,6 +188,11 @@ enum netstack_lost_reason {
 	NS_LOST_UNMATCHED = 0, /* a sampled packet's entry overwritten or aged before its end */
 	NS_LOST_DROPPED, /* a sampled packet freed by kfree_skb (a drop) */
 	NS_LOST_HISTS_FULL, /* a segment whose (netns, device, component) found the map full */
+	/*
+	 * A sampled TCP send or UDP datagram that found its socket's slots taken (or a datagram
+	 * more than 64 deep in its queue): its send or socket stage is not measured
+	 */
+	NS_LOST_SLOTS_FULL,
 	NS_LOST_REASONS,
 };
 

@@ -53,7 +53,10 @@ enum wait_bri {
 	BRI_EPOLL, /* a = the eventpoll instance, b = the fd it was waited through */
 };
 
-/* (thread, resource) pairs wait_bri holds; user space removes those of exited threads */
+/*
+ * (thread, resource) pairs wait_bri holds by default (--wait-capacity); user space removes
+ * those of exited threads, and above 3/4 full the least recently flushed, down to 1/2
+ */
 #define WAIT_BRI_MAX 65536
 
 /* One thread's waits on one resource (BPF hash wait_bri). */
@@ -71,6 +74,7 @@ struct wait_val {
 	__u64 ns; /* time blocked in these waits */
 	__u64 n; /* blocking episodes */
 	__u64 wakes; /* futex: the episodes ended by a FUTEX_WAKE-family call on the same key */
+	__u64 last_ns; /* wait_bri: when the thread last flushed its waits here */
 };
 
 /* Per thread, in task storage: the off-CPU time the kernel does not count itself. */

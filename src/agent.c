@@ -456,6 +456,7 @@ int agent_run(const struct agent_options *o)
 		.io_latency = o->io_latency,
 		.io_latency_sample = o->io_latency_sample,
 		.flow_capacity = o->flow_capacity,
+		.wait_capacity = o->wait_capacity,
 		.flow_bytes = o->flow_bytes,
 		.netstack_sample = o->netstack_sample,
 	};

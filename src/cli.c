@@ -176,6 +176,7 @@ enum {
 	OPT_SECCOMP,
 	OPT_PIN_DIR,
 	OPT_PIN_CAPACITY,
+	OPT_WAIT_CAPACITY,
 	OPT_DEV,
 	OPT_MAX_MOVES,
 	OPT_PIN,
@@ -211,6 +212,7 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 		{ "seccomp", required_argument, NULL, OPT_SECCOMP },
 		{ "pin", required_argument, NULL, OPT_PIN_DIR },
 		{ "pin-capacity", required_argument, NULL, OPT_PIN_CAPACITY },
+		{ "wait-capacity", required_argument, NULL, OPT_WAIT_CAPACITY },
 		{ 0 },
 	};
 	unsigned int ms;
@@ -228,6 +230,7 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 	o->flow_bytes = FLOW_BYTES_AUTO;
 	o->netstack_sample = PLUMB_DEFAULT_NETSTACK_SAMPLE;
 	o->pin_capacity = PLUMB_DEFAULT_PIN_CAPACITY;
+	o->wait_capacity = PLUMB_DEFAULT_WAIT_CAPACITY;
 	optind = 0;
 	opterr = 0;
 	while ((c = next_opt(argc, argv, opts, ":l:m:vh", err, errlen)) != -1) {
@@ -355,6 +358,13 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 			if (parse_uint(optarg, 1024, 1u << 24, &o->pin_capacity)) {
 				snprintf(err, errlen,
 					 "--pin-capacity: '%s' is not in 1024..16777216", optarg);
+				return CLI_ERROR;
+			}
+			break;
+		case OPT_WAIT_CAPACITY:
+			if (parse_uint(optarg, 64, 1u << 22, &o->wait_capacity)) {
+				snprintf(err, errlen, "--wait-capacity: '%s' is not in 64..4194304",
+					 optarg);
 				return CLI_ERROR;
 			}
 			break;

@@ -15,6 +15,7 @@
 #define PLUMB_DEFAULT_LATENCY_SAMPLE  16
 #define PLUMB_DEFAULT_NETSTACK_SAMPLE 1 /* every flow, until the benchmark says otherwise */
 #define PLUMB_DEFAULT_PIN_CAPACITY    131072 /* counter series carried over a restart */
+#define PLUMB_DEFAULT_WAIT_CAPACITY   65536 /* the wait module's (thread, resource) pairs */
 
 /* --seccomp: what a syscall outside the agent's list meets once it runs (src/sandbox.h) */
 enum seccomp_mode {
@@ -36,6 +37,7 @@ struct agent_options {
 	unsigned int flow_capacity;
 	enum flow_bytes_mode flow_bytes;
 	unsigned int netstack_sample; /* follow 1 in this many flows */
+	unsigned int wait_capacity; /* wait_bri's (thread, resource) pairs */
 	char host[64]; /* --host; "" = the --netns name, else gethostname() */
 	char netns[256]; /* --netns: a name under /run/netns, or a path; "" = every netns */
 	char web_config[4096]; /* --web-config: TLS and basic auth (export/webconfig.h) */

@@ -40,6 +40,8 @@ static void agent_usage(FILE *out)
 		"      --no-io-latency      no latency histogram: no sys_enter programs at all\n"
 		"      --flow-capacity N    TCP connections the flow module follows at once\n"
 		"                           (default 131072)\n"
+		"      --wait-capacity N    (thread, resource) pairs the wait module keeps;\n"
+		"                           above 3/4 the oldest go (default 65536)\n"
 		"      --flow-bytes MODE    where TCP byte counts come from: calls (each send and\n"
 		"                           receive, 6.3+), counters (TCP's own, read at close\n"
 		"                           and on each scrape), off; default auto: calls where\n"

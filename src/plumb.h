@@ -30,6 +30,7 @@ struct plumb_config {
 	enum flow_bytes_mode flow_bytes; /* where the flow module's byte counts come from */
 	const struct netns *netns; /* --netns: the one network namespace observed (flow) */
 	bool wait; /* the wait module is requested: the sched object classifies waits */
+	unsigned int wait_capacity; /* wait_bri's (thread, resource) pairs; 0: WAIT_BRI_MAX */
 	unsigned int netstack_sample; /* netstack follows 1 in this many flows */
 };
 

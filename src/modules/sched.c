@@ -120,11 +120,14 @@ struct sched_state {
 	bool run_delay; /* the kernel keeps sched_info (CONFIG_SCHED_INFO) */
 	bool wait_on; /* the programs classify waits (the wait module was requested) */
 	uint64_t tids_full, cgroups_full, exit_missed;
+	uint64_t unnamed; /* cgroups dropped without a name: their time was in no series */
 	int ncpus;
 	int users; /* the modules using it: sched, wait */
 	struct plumb_module *owner; /* the one that loaded it: its health carries the programs */
 	uint64_t last_prune_ms;
 	size_t nbri; /* entries in wait_bri at the last prune */
+	size_t bri_capacity; /* wait_bri's max_entries (--wait-capacity) */
+	uint64_t bri_evicted; /* live threads' entries removed to keep wait_bri below 3/4 */
 };
 
 /* The one instance the sched and wait modules share. */
@@ -312,8 +315,10 @@ static void expiry_visit(const void *node, VISIT which, int depth)
 		c->gone_since_ms = 0;
 		return;
 	}
-	if (grace_over(&c->gone_since_ms, expiry_now, expiry_state->grace_s))
+	if (grace_over(&c->gone_since_ms, expiry_now, expiry_state->grace_s)) {
 		expiry_victims[expiry_n++] = c;
+		expiry_state->unnamed += !c->path[0];
+	}
 }
 
 static void sched_expire(struct sched_state *s, uint64_t now)
@@ -330,6 +335,50 @@ static void sched_expire(struct sched_state *s, uint64_t now)
 		}
 	} while (expiry_n == 256);
 	s->last_expiry_ms = now;
+}
+
+struct bri_age {
+	uint64_t last_ns;
+	struct wait_key key;
+};
+
+static int bri_age_cmp(const void *a, const void *b)
+{
+	const struct bri_age *x = a, *y = b;
+
+	return (x->last_ns > y->last_ns) - (x->last_ns < y->last_ns);
+}
+
+/*
+ * Above 3/4 full, the live threads' entries flushed longest ago leave wait_bri until half of
+ * it is left (counted as bri_evicted): a long-lived thread that waits on one short-lived
+ * socket after another (a server's worker) adds an entry per connection, and would fill the
+ * map with sockets long closed, leaving none for the ones it waits on now.
+ */
+static void wait_evict(struct sched_state *s, int fd)
+{
+	size_t cap = s->nbri, n = 0, keep = s->bri_capacity / 2;
+	struct wait_key key, *prev = NULL;
+	struct bri_age *e = calloc(cap ? cap : 1, sizeof(*e));
+	struct wait_val v;
+
+	if (!e)
+		return;
+	while (n < cap && !bpf_map_get_next_key(fd, prev, &key)) {
+		e[n].key = key;
+		prev = &e[n].key;
+		if (!bpf_map_lookup_elem(fd, &key, &v)) {
+			e[n].last_ns = v.last_ns;
+			n++;
+		}
+	}
+	qsort(e, n, sizeof(*e), bri_age_cmp);
+	for (size_t i = 0; i + keep < n; i++)
+		if (!bpf_map_delete_elem(fd, &e[i].key)) {
+			s->bri_evicted++;
+			s->nbri--;
+		}
+	free(e);
 }
 
 /*
@@ -363,6 +412,8 @@ static void wait_prune(struct sched_state *s, uint64_t now)
 		bpf_map_delete_elem(fd, &gone[i]);
 	free(gone);
 	s->nbri = n - ngone;
+	if (s->nbri > s->bri_capacity / 4 * 3)
+		wait_evict(s, fd);
 	s->last_prune_ms = now;
 }
 
@@ -421,7 +472,8 @@ static int collect_begin(struct sched_state *s)
 
 /*
  * One family: metric m of every named cgroup (a cgroup gone before it was named has its time
- * in no series), with the kind label when kind is set; scale turns ns into seconds.
+ * in no series: counted as cgroup_unnamed when it is dropped), with the kind label when kind is
+ * set; scale turns ns into seconds.
  */
 static void collect_family(struct prom_writer *w, int m, const char *kind, double scale)
 {
@@ -503,6 +555,7 @@ static void sched_health(struct plumb_module *m, struct module_health *h)
 	health_add_lost(h, "threads_full", s->tids_full);
 	health_add_lost(h, "cgroups_full", s->cgroups_full);
 	health_add_lost(h, "exit_missed", s->exit_missed);
+	health_add_lost(h, "cgroup_unnamed", s->unnamed);
 	h->obj = s->owner == m ? s->skel->obj : NULL;
 }
 
@@ -513,9 +566,11 @@ static void wait_health(struct plumb_module *m, struct module_health *h)
 
 	percpu_counters_sum(bpf_map__fd(s->skel->maps.sched_lost), SCHED_LOST_REASONS, lost);
 	h->nmaps = h->nlost = 0;
-	health_add_map(h, "wait_bri", s->nbri, WAIT_BRI_MAX);
+	health_add_map(h, "wait_bri", s->nbri, s->bri_capacity);
 	health_add_lost(h, "bri_full", lost[WAIT_LOST_BRI_FULL]);
+	health_add_lost(h, "bri_evicted", s->bri_evicted);
 	health_add_lost(h, "futex_key_unresolved", lost[WAIT_LOST_FUTEX_KEY]);
+	health_add_lost(h, "cgroup_unnamed", s->unnamed);
 	h->obj = s->owner == m ? s->skel->obj : NULL;
 }
 
@@ -687,6 +742,10 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 		goto out_unload;
 	}
 	s->skel->rodata->wait_on = s->wait_on;
+	s->bri_capacity = cfg->wait_capacity ? cfg->wait_capacity : WAIT_BRI_MAX;
+	if (s->bri_capacity < 64) /* room for the pruning's three quarters and half */
+		s->bri_capacity = 64;
+	bpf_map__set_max_entries(s->skel->maps.wait_bri, s->bri_capacity);
 	s->skel->rodata->close_at_switch_in = s->run_delay;
 	bpf_program__set_autoload(s->skel->progs.wait_waking, s->wait_on);
 	bpf_program__set_autoload(s->skel->progs.sched_wakeup, !s->run_delay);
@@ -867,7 +926,7 @@ static struct json_object *wait_resource(const struct wait_key *k, const struct 
 static int wait_entries(struct sched_state *s, struct wait_entry **out, size_t *nout)
 {
 	int fd = bpf_map__fd(s->skel->maps.wait_bri);
-	size_t n = 0, m = 0, cap = WAIT_BRI_MAX + s->ntids;
+	size_t n = 0, m = 0, cap = s->bri_capacity + s->ntids;
 	struct wait_key key, *prev = NULL;
 	struct wait_entry *e;
 	struct hnode *node;

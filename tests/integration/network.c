@@ -3,7 +3,7 @@
  * One-way latency of small TCP messages, as the applications see it: the netstack accuracy
  * test's ground truth. Built static.
  *
- *   network recv PORT COUNT SIZE
+ *   network recv PORT COUNT SIZE [EVERY:STALL_MS]
  *   network send ADDR PORT COUNT SIZE INTERVAL_US
  *
  * The sender connects (TCP_NODELAY) and sends COUNT messages of SIZE bytes, one every
@@ -12,7 +12,8 @@
  * blocks in recv(2) for each message and reads CLOCK_MONOTONIC as soon as it has the whole
  * message: the difference is the message's one-way time, from the sender's call into the
  * kernel to the receiver's return from it (the same clock: one machine). BPF's
- * bpf_ktime_get_ns() is this clock too.
+ * bpf_ktime_get_ns() is this clock too. With EVERY:STALL_MS the receiver sleeps STALL_MS
+ * after every EVERY messages: a reader that lags, its socket's queue growing meanwhile.
  *
  * The receiver prints one line at the end:
  *   count=<messages> mean_ns=<mean one-way> split=<messages that took more than one recv>
@@ -44,8 +45,9 @@ static int die(const char *what)
 	exit(1);
 }
 
-static int do_recv(int port, long count, size_t size)
+static int do_recv(int port, long count, size_t size, long every, long stall_ms)
 {
+	struct timespec stall = { stall_ms / 1000, stall_ms % 1000 * 1000000L };
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
 	int one = 1, l = socket(AF_INET, SOCK_STREAM, 0), c;
 	char *buf = calloc(1, size);
@@ -81,6 +83,8 @@ static int do_recv(int port, long count, size_t size)
 		memcpy(&sent, buf, sizeof(sent));
 		sum += (double)(t - sent);
 		split += calls > 1;
+		if (every > 0 && (i + 1) % every == 0)
+			nanosleep(&stall, NULL);
 	}
 	printf("count=%ld mean_ns=%.0f split=%ld\n", count, sum / count, split);
 	return 0;
@@ -119,11 +123,16 @@ static int do_send(const char *addr, int port, long count, size_t size, long int
 
 int main(int argc, char **argv)
 {
-	if (argc == 5 && !strcmp(argv[1], "recv"))
-		return do_recv(atoi(argv[2]), atol(argv[3]), atol(argv[4]));
+	long every = 0, stall_ms = 0;
+
+	if (argc == 6 && !strcmp(argv[1], "recv") &&
+	    sscanf(argv[5], "%ld:%ld", &every, &stall_ms) != 2)
+		argc = 0; /* the usage line */
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "recv"))
+		return do_recv(atoi(argv[2]), atol(argv[3]), atol(argv[4]), every, stall_ms);
 	if (argc == 7 && !strcmp(argv[1], "send"))
 		return do_send(argv[2], atoi(argv[3]), atol(argv[4]), atol(argv[5]), atol(argv[6]));
-	fprintf(stderr, "usage: network recv PORT COUNT SIZE | "
+	fprintf(stderr, "usage: network recv PORT COUNT SIZE [EVERY:STALL_MS] | "
 			"network send ADDR PORT COUNT SIZE INTERVAL_US\n");
 	return 2;
 }

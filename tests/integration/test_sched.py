@@ -13,8 +13,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (EMULATED, Agent, Cleanup, Runner, loop_device, make_cgroup, require_root,  # noqa: E402
-                 select, settle, sh, value)
+from lib import (EMULATED, Agent, Cleanup, Runner, loop_device, make_cgroup,  # noqa: E402
+                 remove_cgroup, require_root, select, settle, sh, value)
 
 SCHEDWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
                          "schedwork")
@@ -122,6 +122,43 @@ def test_cgroup_grace(agent, cleanup):
     assert time.time() - t0 >= 3, "removed before the 3 s grace period"
 
 
+def short_lived(cg_dir):
+    """A process that joins cg_dir, spins 20 ms and exits; then the cgroup is removed: it
+    lives tens of milliseconds (a fork, not an exec, also in the emulated guests)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            with open(os.path.join(cg_dir, "cgroup.procs"), "w") as f:
+                f.write("0")
+            end = time.monotonic() + 0.02
+            while time.monotonic() < end:
+                pass
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    remove_cgroup(cg_dir)
+
+
+def test_cgroup_unnamed(agent, cleanup):
+    """A cgroup removed before the agent could name it (its path read from cgroupfs) has its
+    time in no series: counted as lost (reason cgroup_unnamed) when it is dropped."""
+    lost = "plumb_events_lost_total"
+    before = value(agent.metrics(), lost, module="sched", reason="cgroup_unnamed")
+    unnamed = 0
+    for i in range(5):
+        cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/sched-brief-{i}")
+        short_lived(cg_dir)
+        # removed already: a scrape cannot name it now, only show it if it was named before
+        unnamed += not select(agent.metrics(), METRICS["run"], cgroup=cg)
+    print(f"  {unnamed} of 5 short-lived cgroups removed before the agent named them")
+    assert unnamed, "every short-lived cgroup was named: nothing to show"
+    # dropped 5 s after first seen (never named) plus the 3 s grace, checked every second
+    m = settle(agent, lambda m: value(m, lost, module="sched", reason="cgroup_unnamed") -
+               before >= unnamed, timeout=20)
+    got = value(m, lost, module="sched", reason="cgroup_unnamed") - before
+    assert got >= unnamed, f"{got:.0f} unnamed cgroups counted lost, {unnamed} removed"
+
+
 def schedstat_run(pid):
     with open(f"/proc/{pid}/schedstat") as f:
         return int(f.read().split()[0]) / 1e9
@@ -170,6 +207,8 @@ def main():
         runner.run("sched: O_DIRECT reads are I/O wait", test_iowait, agent, cleanup)
         runner.run("sched: removed cgroup kept for the grace period", test_cgroup_grace, agent,
                    cleanup)
+        runner.run("sched: a cgroup removed before it was named, counted lost",
+                   test_cgroup_unnamed, agent, cleanup)
         runner.run("sched: threads older than the agent", test_threads_before_agent, cleanup)
     except Exception as e:
         runner.failed += 1

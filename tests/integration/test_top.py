@@ -306,8 +306,10 @@ def test_terminal(cleanup):
                    any(line.lstrip().startswith("TID") for line in s))
     th = s.index(next(line for line in s if line.lstrip().startswith("TID")))
     python = [line for line in s[th + 1:] if "python3" in line]
-    assert python and 80 <= int(python[0].split()[2]) <= 105, \
-        "the burner's thread at about 100% CPU:\n" + "\n".join(s)
+    # a thread that never sleeps is on a CPU or waiting for one: CPU% + RUNQ% near 100 (CPU%
+    # alone was 80 or less in a loaded 6.12 guest, where the other workloads share 2 CPUs)
+    assert python and 90 <= sum(int(x) for x in python[0].split()[2:4]) <= 105, \
+        "the burner's thread at about 100% CPU + run queue:\n" + "\n".join(s)
 
     # back, then the filter (it starts as the current one: erase it) and drill into the client
     tmux.keys("Escape")

@@ -129,6 +129,74 @@ def test_one_program(cleanup):
     agent.stop()
 
 
+# One thread waits on SOCKETS socket pairs in turn, one after another (each recv(2) blocks
+# until a helper thread sends, 2 ms later), as a server's worker waits on connection after
+# connection; then prints its pid and the inodes of its last 100 sockets, and sleeps.
+SOCKETS = 2000
+MANY_SOCKETS = """
+import os, queue, socket, sys, threading, time
+q = queue.Queue()
+def helper():
+    while True:
+        b = q.get()
+        time.sleep(0.002)
+        b.send(b"x")
+threading.Thread(target=helper, daemon=True).start()
+inodes = []
+for i in range(int(sys.argv[1])):
+    a, b = socket.socketpair()
+    q.put(b)
+    a.recv(1)
+    inodes.append(os.fstat(a.fileno()).st_ino)
+    a.close()
+    b.close()
+print(os.getpid(), *inodes[-100:], flush=True)
+time.sleep(600)
+"""
+
+
+def test_bri_eviction(cleanup):
+    """--wait-capacity 1024 and one thread waiting on 2,000 sockets in turn: the entries of
+    its oldest sockets are evicted above 3/4 full (counted as bri_evicted), none is refused
+    (bri_full), and its last 100 sockets are all still there, with their waits."""
+    agent = Agent(cleanup, "--modules", "wait", "--wait-capacity", "1024",
+                  wait_for_module=False)
+    settle(agent, lambda m: value(m, "plumb_module_up", module="wait") == 1, timeout=10)
+    m = agent.metrics()
+    assert value(m, "plumb_map_capacity", module="wait", map="wait_bri") == 1024
+    full = value(m, "plumb_events_lost_total", module="wait", reason="bri_full")
+    evicted = value(m, "plumb_events_lost_total", module="wait", reason="bri_evicted")
+    cg_dir, _ = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/wait-many")
+
+    def join():
+        with open(os.path.join(cg_dir, "cgroup.procs"), "w") as f:
+            f.write("0")
+    p = subprocess.Popen([sys.executable, "-c", MANY_SOCKETS, str(SOCKETS)],
+                         stdout=subprocess.PIPE, text=True, preexec_fn=join)
+    cleanup.add(lambda: p.poll() is None and (p.kill(), p.wait()))
+    line = p.stdout.readline().split()
+    assert line, f"the workload printed nothing (exit {p.poll()})"
+    tid, last = int(line[0]), {int(x) for x in line[1:]}
+    m = settle(agent, lambda m: value(m, "plumb_events_lost_total", module="wait",
+                                      reason="bri_evicted") - evicted >= SOCKETS - 1024,
+               timeout=10)
+    got = value(m, "plumb_events_lost_total", module="wait", reason="bri_evicted") - evicted
+    entries = value(m, "plumb_map_entries", module="wait", map="wait_bri")
+    print(f"  {got:.0f} entries evicted, {entries:.0f} in wait_bri, bri_full "
+          f"{value(m, 'plumb_events_lost_total', module='wait', reason='bri_full') - full:.0f}")
+    assert got >= SOCKETS - 1024, f"{got:.0f} evicted: expected at least {SOCKETS - 1024}"
+    assert entries <= 1024, f"wait_bri has {entries:.0f} entries, capacity 1024"
+    assert value(m, "plumb_events_lost_total", module="wait", reason="bri_full") == full, \
+        "a thread's wait found wait_bri full"
+    seen = {e["resource"].get("inode") for e in waits_of(agent, tid)
+            if e["kind"] == "socket" and e["waits"] == 1}
+    missing = last - seen
+    assert not missing, f"{len(missing)} of the last 100 sockets not in /api/v1/waits"
+    p.kill()
+    p.wait()
+    agent.stop()
+
+
 def main():
     require_root()
     runner = Runner()
@@ -141,6 +209,8 @@ def main():
             runner.run(f"wait: a {kind} wait, exact, on its resource", check_kind, agent,
                        cleanup, kind)
         runner.run("wait: alone, sharing nothing", test_one_program, cleanup)
+        runner.run("wait: the oldest resources evicted above 3/4 of --wait-capacity, counted",
+                   test_bri_eviction, cleanup)
     except Exception as e:
         runner.failed += 1
         print(f"FAIL setup: {e}")

@@ -382,6 +382,7 @@ enum agent_field {
 	A_SECCOMP = 1 << 14,
 	A_PIN = 1 << 15,
 	A_PIN_CAPACITY = 1 << 16,
+	A_WAIT_CAPACITY = 1 << 17,
 	A_HOST = 1 << 11,
 	A_NETNS = 1 << 12,
 };
@@ -408,6 +409,7 @@ static void agent_defaults(struct agent_options *o)
 	o->flow_bytes = FLOW_BYTES_AUTO;
 	o->netstack_sample = PLUMB_DEFAULT_NETSTACK_SAMPLE;
 	o->pin_capacity = PLUMB_DEFAULT_PIN_CAPACITY;
+	o->wait_capacity = PLUMB_DEFAULT_WAIT_CAPACITY;
 }
 
 static void agent_want(const struct agent_case *c, struct agent_options *o)
@@ -443,6 +445,8 @@ static void agent_want(const struct agent_case *c, struct agent_options *o)
 		strcpy(o->pin, c->want.pin);
 	if (c->set & A_PIN_CAPACITY)
 		o->pin_capacity = c->want.pin_capacity;
+	if (c->set & A_WAIT_CAPACITY)
+		o->wait_capacity = c->want.wait_capacity;
 	if (c->set & A_HOST)
 		strcpy(o->host, c->want.host);
 	if (c->set & A_NETNS)
@@ -451,13 +455,15 @@ static void agent_want(const struct agent_case *c, struct agent_options *o)
 
 static void agent_str(const struct agent_options *o, char *buf, size_t len)
 {
-	snprintf(buf, len,
-		 "addr=%s port=%u modules=%#x verbose=%d check=%d grace_s=%u io_capacity=%u "
-		 "io_latency=%d io_latency_sample=%u flow_capacity=%u flow_bytes=%d host=%s "
-		 "netns=%s netstack_sample=%u seccomp=%d pin=%.64s pin_capacity=%u",
-		 o->addr, o->port, o->modules, o->verbose, o->check, o->grace_s, o->io_capacity,
-		 o->io_latency, o->io_latency_sample, o->flow_capacity, o->flow_bytes, o->host,
-		 o->netns, o->netstack_sample, o->seccomp, o->pin, o->pin_capacity);
+	snprintf(
+		buf, len,
+		"addr=%s port=%u modules=%#x verbose=%d check=%d grace_s=%u io_capacity=%u "
+		"io_latency=%d io_latency_sample=%u flow_capacity=%u flow_bytes=%d host=%s "
+		"netns=%s netstack_sample=%u seccomp=%d pin=%.64s pin_capacity=%u wait_capacity=%u",
+		o->addr, o->port, o->modules, o->verbose, o->check, o->grace_s, o->io_capacity,
+		o->io_latency, o->io_latency_sample, o->flow_capacity, o->flow_bytes, o->host,
+		o->netns, o->netstack_sample, o->seccomp, o->pin, o->pin_capacity,
+		o->wait_capacity);
 }
 
 static void test_agent_defaults(void **state)
@@ -518,6 +524,8 @@ static void test_agent_options(void **state)
 		{ { "--io-capacity", "16" }, A_CAPACITY, { .io_capacity = 16 } },
 		{ { "--io-capacity=1048576" }, A_CAPACITY, { .io_capacity = 1048576 } },
 		{ { "--flow-capacity", "100000" }, A_FLOW, { .flow_capacity = 100000 } },
+		{ { "--wait-capacity", "4096" }, A_WAIT_CAPACITY, { .wait_capacity = 4096 } },
+		{ { "--wait-capacity=64" }, A_WAIT_CAPACITY, { .wait_capacity = 64 } },
 		{ { "--flow-bytes", "off" }, A_FLOW_BYTES, { .flow_bytes = FLOW_BYTES_OFF } },
 		{ { "--netstack-sample", "64" }, A_NETSTACK_SAMPLE, { .netstack_sample = 64 } },
 		{ { "--netstack-sample", "1" }, A_NETSTACK_SAMPLE, { .netstack_sample = 1 } },
@@ -555,7 +563,7 @@ static void test_agent_options(void **state)
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct agent_options got, want;
-		char err[ERR_LEN] = "", got_s[640], want_s[640];
+		char err[ERR_LEN] = "", got_s[768], want_s[768];
 		struct argv_buf a;
 		enum cli_result r;
 
@@ -690,6 +698,8 @@ static void test_agent_errors(void **state)
 		  ERROR_IS("--flow-bytes: 'all' is not auto, calls, counters or off") },
 		{ { "--flow-capacity", "15" },
 		  ERROR_IS("--flow-capacity: '15' is not in 16..4194304") },
+		{ { "--wait-capacity", "63" },
+		  ERROR_IS("--wait-capacity: '63' is not in 64..4194304") },
 		{ { "--host", "" }, ERROR_HAS("--host: '' is not a host name") },
 		{ { "--host", "a/b" }, ERROR_HAS("--host: 'a/b' is not a host name") },
 		{ { "--host", "a b" }, ERROR_HAS("--host: 'a b'") },
