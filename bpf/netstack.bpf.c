@@ -418,7 +418,7 @@ int BPF_PROG(ns_sendmsg, struct sock *sk, struct msghdr *msg, struct sk_buff *sk
 	n = snd->n;
 	barrier_var(n);
 	if (n >= NETSTACK_SEND_SLOTS) {
-		count_lost(NS_LOST_SLOTS_FULL); /* and pays no cgroup read */
+		count_lost(NS_LOST_SEND_SLOTS); /* and pays no cgroup read */
 		return 0;
 	}
 	snd->cgroup = bpf_get_current_cgroup_id();
@@ -752,7 +752,7 @@ int BPF_PROG(ns_data_ready, const struct sock *sk)
 	lru_delete(&ns_pkts, NS_MAP_PKTS, &skb_key);
 	ahead = udp_ahead(sk, skb);
 	if (ahead < 0) {
-		count_lost(NS_LOST_SLOTS_FULL); /* too deep in the queue to count */
+		count_lost(NS_LOST_SOCKET_SLOTS); /* too deep in the queue to count */
 		return 0;
 	}
 	w = bpf_map_lookup_elem(&ns_udp, &key);
@@ -772,7 +772,7 @@ int BPF_PROG(ns_data_ready, const struct sock *sk)
 	n = w->n;
 	barrier_var(n);
 	if (n >= NETSTACK_SEND_SLOTS) {
-		count_lost(NS_LOST_SLOTS_FULL); /* the socket's eight oldest are waiting */
+		count_lost(NS_LOST_SOCKET_SLOTS); /* the socket's eight oldest are waiting */
 		return 0;
 	}
 	w->ts[n] = now;

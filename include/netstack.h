@@ -188,11 +188,9 @@ enum netstack_lost_reason {
 	NS_LOST_UNMATCHED = 0, /* a sampled packet's entry overwritten or aged before its end */
 	NS_LOST_DROPPED, /* a sampled packet freed by kfree_skb (a drop) */
 	NS_LOST_HISTS_FULL, /* a segment whose (netns, device, component) found the map full */
-	/*
-	 * A sampled TCP send or UDP datagram that found its socket's slots taken (or a datagram
-	 * more than 64 deep in its queue): its send or socket stage is not measured
-	 */
-	NS_LOST_SLOTS_FULL,
+	NS_LOST_SEND_SLOTS, /* a sampled TCP send that found its socket's slots taken */
+	/* a UDP datagram that found its socket's slots taken, or more than 64 deep in its queue */
+	NS_LOST_SOCKET_SLOTS,
 	NS_LOST_REASONS,
 };
 

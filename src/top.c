@@ -70,6 +70,8 @@ struct top_end {
 };
 
 /* The state one frame needs, and the previous frame's counters. */
+enum top_src { TOP_SRC_SCHED, TOP_SRC_IO, TOP_SRC_FLOW, TOP_SRCS };
+
 struct top {
 	bool tty;
 	bool io_up, wait_up, flow_up, netstack_up;
@@ -98,6 +100,12 @@ struct top {
 	struct top_end *ends;
 	size_t nends;
 	double secs; /* the interval */
+	/*
+	 * Each source's own interval, between the middles of its last two reads: an open wait
+	 * or a running thread is counted up to the moment of the read, and in a slow guest the
+	 * read came up to 100 ms after the frame's start (a pipe wait of 1.111 s/s, then 0.895)
+	 */
+	double src_prev[TOP_SRCS], src_secs[TOP_SRCS];
 	time_t when;
 	char net[320]; /* the netstack line */
 
@@ -336,17 +344,29 @@ static int wait_cmp(const void *a, const void *b)
 }
 
 /* CPU, run queue, blocked and waits: per cgroup (exited threads included) and per thread. */
+/* Source src was read from a to b (monotonic seconds): its interval since its last read. */
+static void src_read(struct top *t, enum top_src src, double a, double b)
+{
+	double mid = (a + b) / 2, d = t->src_prev[src] ? mid - t->src_prev[src] : t->secs;
+
+	t->src_prev[src] = mid;
+	t->src_secs[src] = d > 1e-3 ? d : 1e-3;
+}
+
 static int frame_sched(struct top *t, size_t *cap)
 {
 	struct sched_cgroup_sample *cg;
 	struct sched_thread_sample *ts;
 	struct sched_wait_sample *ws;
 	size_t ncg, nts, nws;
+	double a = monotonic_s(), secs;
 	int err;
 
 	err = sched_snapshot(&wait_module, &ts, &nts, &ws, &nws);
 	if (err)
 		return err;
+	src_read(t, TOP_SRC_SCHED, a, monotonic_s()); /* the cgroups' totals: from that read */
+	secs = t->src_secs[TOP_SRC_SCHED];
 	err = sched_cgroup_snapshot(&wait_module, &cg, &ncg);
 	if (err) {
 		free(ts);
@@ -364,7 +384,7 @@ static int frame_sched(struct top *t, size_t *cap)
 		if (!r)
 			break;
 		r->cgroup_id = cg[i].cgroup_id;
-#define CG_D(x) (delta(cg[i].q[x], p ? p->q[x] : 0) / 1e9 / t->secs)
+#define CG_D(x) (delta(cg[i].q[x], p ? p->q[x] : 0) / 1e9 / secs)
 		r->cpu = CG_D(Q_RUN);
 		r->runq = CG_D(Q_RQ);
 		r->block = CG_D(Q_BLOCK);
@@ -392,7 +412,7 @@ static int frame_sched(struct top *t, size_t *cap)
 		struct top_thread *x = &t->th[i];
 		const struct top_thread *p = lookup(x, t->pth, t->npth, sizeof(*x), thread_cmp);
 
-#define TH_D(y) (delta(x->s.q[y], p ? p->s.q[y] : 0) / 1e9 / t->secs)
+#define TH_D(y) (delta(x->s.q[y], p ? p->s.q[y] : 0) / 1e9 / secs)
 		x->cpu = TH_D(Q_RUN);
 		x->runq = TH_D(Q_RQ);
 		x->block = TH_D(Q_BLOCK);
@@ -404,7 +424,7 @@ static int frame_sched(struct top *t, size_t *cap)
 	for (size_t i = 0; i < nws; i++) {
 		const struct sched_wait_sample *p =
 			lookup(&ws[i], t->pwait, t->npwait, sizeof(*ws), wait_cmp);
-		double s = delta(ws[i].val.ns, p ? p->val.ns : 0) / 1e9 / t->secs;
+		double s = delta(ws[i].val.ns, p ? p->val.ns : 0) / 1e9 / secs;
 		struct top_thread *x = NULL;
 
 		/* the thread: by tid, the last of equal tids (a reused tid's newest start) */
@@ -444,10 +464,12 @@ static int frame_io(struct top *t, size_t *cap)
 {
 	struct io_row *cur;
 	size_t n;
+	double a = monotonic_s();
 	int err = io_snapshot(&io_module, &cur, &n);
 
 	if (err)
 		return err;
+	src_read(t, TOP_SRC_IO, a, monotonic_s());
 	t->io_delta = calloc(n ? n : 1, sizeof(*t->io_delta));
 	if (!t->io_delta) {
 		free(cur);
@@ -466,8 +488,8 @@ static int frame_io(struct top *t, size_t *cap)
 		r = row_add(t, cap, cur[i].cgroup);
 		if (!r)
 			break;
-		r->read = d->bytes[IO_READ] / t->secs;
-		r->write = d->bytes[IO_WRITE] / t->secs;
+		r->read = d->bytes[IO_READ] / t->src_secs[TOP_SRC_IO];
+		r->write = d->bytes[IO_WRITE] / t->src_secs[TOP_SRC_IO];
 	}
 	t->nio = n;
 	free(t->pio);
@@ -522,11 +544,14 @@ static int frame_flow(struct top *t, size_t *cap)
 	struct json_object *doc = json_object_new_object(), *procs, *ends;
 	struct proc_ref *refs;
 	size_t n = 0, np;
+	double t0;
 	int err;
 
 	if (!doc)
 		return -ENOMEM;
+	t0 = monotonic_s();
 	err = flow_module.graph(&flow_module, doc);
+	src_read(t, TOP_SRC_FLOW, t0, monotonic_s());
 	if (err || !json_object_object_get_ex(doc, "processes", &procs) ||
 	    !json_object_object_get_ex(doc, "ends", &ends)) {
 		json_object_put(doc);
@@ -580,8 +605,8 @@ static int frame_flow(struct top *t, size_t *cap)
 		const struct top_end *p = lookup(x, t->pend, t->npend, sizeof(*x), end_cmp);
 		struct top_row *r;
 
-		x->tx = delta(x->tx_bytes, p ? p->tx_bytes : 0) / t->secs;
-		x->rx = delta(x->rx_bytes, p ? p->rx_bytes : 0) / t->secs;
+		x->tx = delta(x->tx_bytes, p ? p->tx_bytes : 0) / t->src_secs[TOP_SRC_FLOW];
+		x->rx = delta(x->rx_bytes, p ? p->rx_bytes : 0) / t->src_secs[TOP_SRC_FLOW];
 		if (!x->cgroup[0] || (x->tx <= 0 && x->rx <= 0))
 			continue;
 		r = row_add(t, cap, x->cgroup);
@@ -805,6 +830,13 @@ static void print_json(struct top *t)
 	}
 	json_object_object_add(doc, "time", json_object_new_int64(t->when));
 	json_object_object_add(doc, "interval_seconds", json_object_new_double(t->secs));
+	/* each module's columns are per its own read's interval (struct top, src_secs) */
+	json_object_object_add(doc, "sched_interval_seconds",
+			       json_object_new_double(t->src_secs[TOP_SRC_SCHED]));
+	json_object_object_add(doc, "io_interval_seconds",
+			       json_object_new_double(t->src_secs[TOP_SRC_IO]));
+	json_object_object_add(doc, "flow_interval_seconds",
+			       json_object_new_double(t->src_secs[TOP_SRC_FLOW]));
 	json_object_object_add(doc, "netstack", json_object_new_string(t->net));
 	json_object_object_add(doc, "modules_off", json_object_new_string(t->off));
 	for (size_t i = 0; i < n; i++) {
@@ -1058,8 +1090,8 @@ static void draw_drill(struct top *t)
 			if (strcmp(m->cgroup, t->drill) ||
 			    (!m->bytes[IO_READ] && !m->bytes[IO_WRITE]))
 				continue;
-			fmt_rate(m->bytes[IO_READ] / t->secs, a, sizeof(a));
-			fmt_rate(m->bytes[IO_WRITE] / t->secs, b, sizeof(b));
+			fmt_rate(m->bytes[IO_READ] / t->src_secs[TOP_SRC_IO], a, sizeof(a));
+			fmt_rate(m->bytes[IO_WRITE] / t->src_secs[TOP_SRC_IO], b, sizeof(b));
 			put_line(y++, A_NORMAL, "%-40.40s %9s %9s", m->mount, a, b);
 			show--;
 		}

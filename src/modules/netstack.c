@@ -471,7 +471,8 @@ static void netstack_health(struct plumb_module *m, struct module_health *h)
 {
 	struct netstack_state *s = m->priv;
 	static const char *const reasons[NS_LOST_REASONS] = { "unmatched", "dropped", "hists_full",
-							      "slots_full" };
+							      "send_slots_full",
+							      "socket_slots_full" };
 	static const char *const maps[NS_MAPS] = { "ns_pkts", "ns_sends", "ns_udp", "ns_recvs" };
 	static const char *const evicted[NS_MAPS] = { "ns_pkts_evicted", "ns_sends_evicted",
 						      "ns_udp_evicted", "ns_recvs_evicted" };

@@ -132,12 +132,15 @@ class Frames:
 
 
 def total(frames, cgroup, key):
-    """The sum over frames of a workload's rate times the interval: what it did in them."""
+    """The sum over frames of a workload's rate times the interval of the module it comes
+    from (each module's, between its reads): what it did in them."""
+    src = ("io" if key in ("read_bytes_per_second", "write_bytes_per_second") else
+           "flow" if key.endswith("_bytes_per_second") else "sched")
     s = 0.0
     for f in frames:
         for w in f["workloads"]:
             if w["cgroup"] == cgroup:
-                s += w[key] * f["interval_seconds"]
+                s += w[key] * f[f"{src}_interval_seconds"]
     return s
 
 
