@@ -69,9 +69,10 @@ struct top_end {
 	double tx, rx;
 };
 
-/* The state one frame needs, and the previous frame's counters. */
+/* The modules whose reads a frame times apart (struct top, src_secs). */
 enum top_src { TOP_SRC_SCHED, TOP_SRC_IO, TOP_SRC_FLOW, TOP_SRCS };
 
+/* The state one frame needs, and the previous frame's counters. */
 struct top {
 	bool tty;
 	bool io_up, wait_up, flow_up, netstack_up;
@@ -103,7 +104,8 @@ struct top {
 	/*
 	 * Each source's own interval, between the middles of its last two reads: an open wait
 	 * or a running thread is counted up to the moment of the read, and in a slow guest the
-	 * read came up to 100 ms after the frame's start (a pipe wait of 1.111 s/s, then 0.895)
+	 * read came up to 100 ms after the frame's start (a pipe wait of 1.111 s/s, then 0.895;
+	 * a guest still moves time between frames: the thread's visit is not the read's middle)
 	 */
 	double src_prev[TOP_SRCS], src_secs[TOP_SRCS];
 	time_t when;
@@ -343,7 +345,6 @@ static int wait_cmp(const void *a, const void *b)
 		      &((const struct sched_wait_sample *)b)->key, sizeof(struct wait_key));
 }
 
-/* CPU, run queue, blocked and waits: per cgroup (exited threads included) and per thread. */
 /* Source src was read from a to b (monotonic seconds): its interval since its last read. */
 static void src_read(struct top *t, enum top_src src, double a, double b)
 {
@@ -353,6 +354,7 @@ static void src_read(struct top *t, enum top_src src, double a, double b)
 	t->src_secs[src] = d > 1e-3 ? d : 1e-3;
 }
 
+/* CPU, run queue, blocked and waits: per cgroup (exited threads included) and per thread. */
 static int frame_sched(struct top *t, size_t *cap)
 {
 	struct sched_cgroup_sample *cg;

@@ -171,10 +171,10 @@ def test_udp_slots(agent, hosts, cleanup):
     got = int(rv.communicate(timeout=30)[0].strip())
     m = settle(agent, lambda m: False, timeout=1)
     measured = series_totals(m).get(socket_key, (0, 0))[0] - before
-    lost = value(m, "plumb_events_lost_total", module="netstack", reason="socket_slots_full") - full
+    lost = value(m, "plumb_events_lost_total", module="netstack",
+                 reason="socket_slots_full") - full
     print(f"  {got} datagrams read; socket stage measured for {measured:.0f}, "
-          f"socket_slots_full "
-          f"{lost:.0f}")
+          f"socket_slots_full {lost:.0f}")
     assert got == QUEUED and measured == 8 and lost == QUEUED - 8, \
         f"{got} read, {measured:.0f} measured, {lost:.0f} counted socket_slots_full"
 
