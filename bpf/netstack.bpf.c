@@ -327,9 +327,10 @@ static __always_inline void send_end(struct sk_buff *skb, struct netstack_pkt *p
 		off = snd->seq[i] - seq; /* the send's first byte, from this packet's first */
 		if (off >= len && (__s32)off >= 0)
 			break; /* still behind this packet in the write queue */
-		if (off >= len)
-			count_lost(NS_LOST_UNMATCHED); /* it left in a packet not followed */
-		else if (now > snd->ts[i] && now - snd->ts[i] <= NETSTACK_MAX_AGE_NS)
+		/* left in a packet not followed, or waited longer than the histograms reach */
+		if (off >= len || now < snd->ts[i] || now - snd->ts[i] > NETSTACK_QUEUE_MAX_AGE_NS)
+			count_lost(NS_LOST_UNMATCHED);
+		else
 			hist_add_at(p->netns, p->ifindex, NS_SEND, snd->cgroup, now - snd->ts[i]);
 		done++;
 	}
@@ -730,9 +731,9 @@ static __always_inline __s64 udp_ahead(const struct sock *sk, struct sk_buff *sk
  * From here the datagram is followed by its socket and place in the queue (ns_udp).
  */
 SEC("tp_btf/sk_data_ready")
-int BPF_PROG(ns_data_ready, const struct sock *sk)
+int BPF_PROG(ns_data_ready, struct sock *sk)
 {
-	__u64 key = (__u64)sk, skb_key, now;
+	__u64 key = (__u64)sk, skb_key, now, cookie;
 	struct netstack_udp_wait *w, fresh = {};
 	struct sk_buff *skb;
 	struct netstack_pkt *p;
@@ -755,12 +756,16 @@ int BPF_PROG(ns_data_ready, const struct sock *sk)
 		count_lost(NS_LOST_SOCKET_SLOTS); /* too deep in the queue to count */
 		return 0;
 	}
+	cookie = bpf_get_socket_cookie(sk);
 	w = bpf_map_lookup_elem(&ns_udp, &key);
-	if (w && w->n && now - w->ts[0] > NETSTACK_MAX_AGE_NS) {
-		count_lost(NS_LOST_UNMATCHED); /* never read, or the count slipped: start over */
+	if (w && (w->cookie != cookie || (w->n && now - w->ts[0] > NETSTACK_QUEUE_MAX_AGE_NS))) {
+		/* left by a closed socket, never read, or the count slipped: start over */
+		count_lost_n(NS_LOST_UNMATCHED, w->n);
 		w->n = 0;
+		w->cookie = cookie;
 	}
 	if (!w) {
+		fresh.cookie = cookie;
 		fresh.ts[0] = now;
 		fresh.ahead[0] = ahead;
 		fresh.netns[0] = p->netns;
@@ -802,6 +807,11 @@ int BPF_PROG(ns_recv_length, struct sock *sk, int ret, int flags)
 	w = bpf_map_lookup_elem(&ns_udp, &key);
 	if (!w)
 		return 0;
+	if (w->cookie != bpf_get_socket_cookie(sk)) {
+		count_lost_n(NS_LOST_UNMATCHED, w->n); /* a closed socket's, at the same address */
+		lru_delete(&ns_udp, NS_MAP_UDP, &key);
+		return 0;
+	}
 	for (i = 0; i < NETSTACK_SEND_SLOTS; i++) {
 		if (i >= w->n)
 			break;
@@ -809,9 +819,11 @@ int BPF_PROG(ns_recv_length, struct sock *sk, int ret, int flags)
 			continue;
 		if (!now)
 			now = bpf_ktime_get_ns();
-		if (now > w->ts[i] && now - w->ts[i] <= NETSTACK_MAX_AGE_NS)
+		if (now > w->ts[i] && now - w->ts[i] <= NETSTACK_QUEUE_MAX_AGE_NS)
 			hist_add_at(w->netns[i], w->ifindex[i], NS_SOCKET,
 				    bpf_get_current_cgroup_id(), now - w->ts[i]);
+		else
+			count_lost(NS_LOST_UNMATCHED); /* longer than the histograms reach */
 		done++; /* only the oldest can be read: the queue is in order */
 	}
 	if (!done)
@@ -855,7 +867,7 @@ int BPF_PROG(ns_copy, struct sk_buff *skb, int len)
 			break; /* not reached yet */
 		/* far behind the reader: left by an earlier socket at this address */
 		if (copied + len - r->seq[i] <= NETSTACK_RECV_REACH && now > r->ts[i] &&
-		    now - r->ts[i] <= NETSTACK_MAX_AGE_NS)
+		    now - r->ts[i] <= NETSTACK_QUEUE_MAX_AGE_NS)
 			hist_add_w(r->netns[i], r->ifindex[i], NS_SOCKET,
 				   bpf_get_current_cgroup_id(), now - r->ts[i], r->weight[i]);
 		else

@@ -135,6 +135,7 @@ struct netstack_udp_wait {
 	__u32 netns[NETSTACK_SEND_SLOTS], ifindex[NETSTACK_SEND_SLOTS]; /* where it arrived */
 	__u32 n; /* slots in use, from 0 */
 	__u32 pad;
+	__u64 cookie; /* the socket's: an entry a closed socket left is not its successor's */
 };
 
 /*
@@ -169,6 +170,11 @@ struct netstack_recv {
 #define NETSTACK_SENDS_MAX  16384 /* sockets with a sampled send in flight */
 #define NETSTACK_HISTS_MAX  4096 /* (netns, device, component) */
 #define NETSTACK_MAX_AGE_NS 1000000000ULL /* a segment longer than 1 s: the packet is lost */
+/*
+ * A socket's queues wait on its application (a reader that sleeps, a window that stays shut):
+ * their samples are kept as long as the histograms reach, 2^35 ns.
+ */
+#define NETSTACK_QUEUE_MAX_AGE_NS (1ULL << 35)
 
 /*
  * The LRU maps, whose evictions are counted from their inserts and deletes (ns_churn, at

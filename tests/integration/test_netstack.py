@@ -148,7 +148,10 @@ QUEUED = 100
 def test_udp_slots(agent, hosts, cleanup):
     """100 datagrams queued at a socket nobody reads yet: the first eight take the socket's
     slots and are measured when read; the other 92 are counted as socket_slots_full (9-64
-    found the slots taken, 65-100 were more than 64 deep), none silently left out. Sends
+    found the slots taken, 65-100 were more than 64 deep), none silently left out. They wait
+    1.5 s: a socket's queue waits on its reader, and its samples are kept as long as the
+    histograms reach (a 6.12 guest's waits of just over 1 s, then the limit, went uncounted
+    in CI: 0 measured). Sends
     beyond their slots are counted apart (send_slots_full): with one reason for both, a
     host run of make test-kernels counted 96 (which sockets made the other 4 was not found;
     30 scrapes of an agent made none)."""
@@ -165,7 +168,7 @@ def test_udp_slots(agent, hosts, cleanup):
     sh("ip", "netns", "exec", h1, sys.executable, "-c",
        f"import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
        f"for _ in range({QUEUED}):\n    s.sendto(b'x' * 500, ('{hosts.addrs[1]}', {port}))")
-    time.sleep(0.5)
+    time.sleep(1.5)
     rv.stdin.write("go\n")
     rv.stdin.flush()
     got = int(rv.communicate(timeout=30)[0].strip())
@@ -228,11 +231,20 @@ for _ in range(int(sys.argv[2])):
 """
 
 
-def test_evictions(agent, hosts, cleanup):
+def test_evictions(hosts, cleanup):
     """90,000 sampled datagrams held at once in a TBF queue (8 kbit/s: a few leave): ns_pkts,
     an LRU map of 65,536, evicts the oldest, and the count exported is what was inserted, not
-    deleted and not there. Ground truth: the qdisc's own backlog, and the map's entries."""
+    deleted and not there. Ground truth: the qdisc's own backlog, and the map's entries. An
+    agent of its own, scraped twice: once before (its first scrape counts the map) and once
+    11 s after (the count is redone at most every 10 s). With a shared agent scraped every
+    second, whose count could be 10 s old when the test began, a 6.1 guest counted 83 more
+    than the held ones."""
     h1 = hosts.names[0]
+    agent = Agent(cleanup, "--modules", "netstack", wait_for_module=False)
+    deadline = time.time() + 15
+    while "module netstack: up" not in agent.output() and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(1)  # the last /healthz's connection is gone
 
     def counts():
         m = agent.metrics()
@@ -247,13 +259,8 @@ def test_evictions(agent, hosts, cleanup):
         out = sh("ip", "netns", "exec", h1, "tc", "-s", "qdisc", "show", "dev", "eth0").stdout
         held = int(re.search(r"backlog \S+ (\d+)p", out).group(1))
         assert held > 65536 + 10_000, f"only {held} datagrams held: {out}"
-        # the agent counts its LRU maps at most every 10 s
-        deadline = time.time() + 25
-        while time.time() < deadline:
-            evicted, entries = counts()
-            if evicted > evicted0:
-                break
-            time.sleep(1)
+        time.sleep(11)  # the agent counts its LRU maps at most every 10 s
+        evicted, entries = counts()
     finally:
         sh("ip", "netns", "exec", h1, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
     # inserted - deleted - present: the held ones, and those in the map before, less the
@@ -263,7 +270,9 @@ def test_evictions(agent, hosts, cleanup):
           f"evicted {evicted - evicted0:.0f}, expected {want:.0f}")
     assert 60_000 <= entries <= 65536, f"ns_pkts: {entries} entries"
     assert want - 200 <= evicted - evicted0 <= want + 50, \
-        f"evicted {evicted - evicted0}, expected {want} (held {held}, entries {entries0} -> {entries})"
+        f"evicted {evicted - evicted0}, expected {want} (held {held}, entries {entries0} -> " \
+        f"{entries})"
+    agent.stop()
 
 
 WORKLOAD_READER = """
@@ -461,8 +470,8 @@ def accuracy(hosts, cleanup, pod, **run):
         sh(*sysctl, "-qw", f"net.ipv4.tcp_autocorking={was}")
         for r in routes:
             sh("ip", "-n", hosts.names[pod], "route", "change", *r.split())
-    raise AssertionError("a segment was retransmitted or two messages shared a packet in "
-                         "each of 3 attempts")
+    raise AssertionError("a segment was retransmitted, two messages shared a packet or "
+                         "bpftrace did not end, in each of 3 attempts")
 
 
 def test_accuracy(hosts, cleanup, pod):
@@ -482,8 +491,8 @@ def test_stalled_reader(hosts, cleanup, pod):
 
 
 def accuracy_once(hosts, cleanup, pod, script, send_on, messages=MESSAGES, stall=None):
-    """One measurement; False when a data segment was retransmitted during it, or two
-    messages left in one packet.
+    """One measurement; False when a data segment was retransmitted during it, two
+    messages left in one packet, or bpftrace did not end.
 
     bpftrace attaches before the agent that is measured: on each event its program runs
     first, and the truth's stamps come before plumb's programs, not after them (after, the
@@ -509,7 +518,16 @@ def accuracy_once(hosts, cleanup, pod, script, send_on, messages=MESSAGES, stall
        str(messages), "64", "2000")
     out = rv.communicate(timeout=60)[0]
     bt.send_signal(signal.SIGINT)
-    report = bt.communicate(timeout=30)[0]
+    try:
+        report = bt.communicate(timeout=60)[0]
+    except subprocess.TimeoutExpired:
+        # the truth's tool, not plumb: once in a 6.12 guest bpftrace did not end within 30 s
+        # of its SIGINT (the run before and after it ended in a second)
+        bt.kill()
+        print(f"  bpftrace did not end within 60 s of SIGINT (it printed: "
+              f"{bt.communicate()[0][-300:]!r}): measuring again")
+        agent.stop()
+        return False
     span = {k: int(v) for k, v in re.findall(r"@(\w+): (\d+)", report)}
     last = settle(agent, lambda m: False, timeout=2.5)
     after = series_totals(last)
@@ -1046,13 +1064,12 @@ def main():
                   "the sk_data_ready tracepoint (6.6)")
         runner.run("netstack: qdisc time under TBF is the queue over the rate", test_tbf,
                    agent, hosts, cleanup)
-        runner.run("netstack: LRU evictions counted, exact", test_evictions, agent, hosts,
-                   cleanup)
         # From here on the tests start their own plumb: the accuracy test its agent after
         # bpftrace, the scenarios `plumb netstack` alone, as an operator would (the agent's
         # programs beside the view's double each packet's work, and in a 6.1 guest that made
         # the receiver's socket stage 4 ms against 0.35: the slow reader only 3x that)
         agent.stop()
+        runner.run("netstack: LRU evictions counted, exact", test_evictions, hosts, cleanup)
         runner.run("netstack: workloads of the send and socket components, and their removal",
                    test_workloads, hosts, cleanup)
         runner.run("netstack: components sum to the end-to-end time, across two nodes",
