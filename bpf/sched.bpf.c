@@ -67,6 +67,9 @@ struct {
 	__type(value, struct wait_val);
 } wait_bri SEC(".maps");
 
+/* entries made in wait_bri (only the agent deletes): it prunes when they may pass 3/4 */
+__u64 bri_inserted = 0;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -377,8 +380,10 @@ static __always_inline void wait_slot_flush(struct sched_thread *t, __u64 now)
 
 	t->slot_val.last_ns = now;
 	if (!v) {
-		if (!bpf_map_update_elem(&wait_bri, &t->slot, &t->slot_val, BPF_NOEXIST))
+		if (!bpf_map_update_elem(&wait_bri, &t->slot, &t->slot_val, BPF_NOEXIST)) {
+			__sync_fetch_and_add(&bri_inserted, 1);
 			return;
+		}
 		v = bpf_map_lookup_elem(&wait_bri, &t->slot); /* -EEXIST: made meanwhile */
 		if (!v) {
 			count_lost(WAIT_LOST_BRI_FULL);
@@ -595,15 +600,15 @@ int BPF_PROG(wait_waking, struct task_struct *p)
  */
 static __always_inline void record_fill(struct sched_record *r, struct task_struct *task)
 {
-	__u64 now;
-
 	struct sched_thread *t = bpf_task_storage_get(&sched_threads, task, NULL, 0);
+	__u64 now = task_rq_clock(bpf_get_current_task_btf());
 
 	r->tid = BPF_CORE_READ(task, pid);
 	r->pid = BPF_CORE_READ(task, tgid);
 	r->ppid = BPF_CORE_READ(task, real_parent, tgid);
 	r->cgroup_id = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id);
 	r->start_ns = BPF_CORE_READ(task, start_time);
+	r->read_ns = now;
 	r->run_ns = BPF_CORE_READ(task, se.sum_exec_runtime);
 	r->rq_ns = bpf_core_field_exists(task->sched_info) ?
 			   BPF_CORE_READ(task, sched_info.run_delay) :
@@ -623,7 +628,6 @@ static __always_inline void record_fill(struct sched_record *r, struct task_stru
 	r->futex_wakes = t->futex_wakes;
 	r->slot = t->slot;
 	r->slot_val = t->slot_val;
-	now = task_rq_clock(bpf_get_current_task_btf());
 	if (t->off_ns && now > t->off_ns) {
 		off_add(r->off_ns, t->off_kind, now - t->off_ns);
 		if (t->open.kind < WAIT_KINDS)

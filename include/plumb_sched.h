@@ -110,6 +110,7 @@ struct sched_record {
 	__u64 start_ns; /* task->start_time (CLOCK_MONOTONIC): tells a reused tid apart */
 	__u64 run_ns; /* se.sum_exec_runtime: the kernel's own, since the thread started */
 	__u64 rq_ns; /* sched_info.run_delay: runnable, waiting for a CPU; idem */
+	__u64 read_ns; /* the reading CPU's run-queue clock: the open episode counts up to it */
 	__u64 off_ns[SCHED_OFF_KINDS]; /* since the agent attached; open episodes included */
 	__u64 wait_ns[WAIT_KINDS], wait_n[WAIT_KINDS]; /* idem (open: time yes, count not yet) */
 	__u64 futex_wakes;

@@ -31,6 +31,7 @@ struct sched_thread_sample {
 	uint64_t cgroup_id;
 	char comm[16];
 	uint64_t q[SCHED_QUANTITIES];
+	uint64_t read_ns; /* the run-queue clock its counts are as of (struct sched_record) */
 };
 
 /* One live thread's waits on one resource (key.tid), cumulative. */
@@ -53,6 +54,7 @@ struct sched_cgroup_sample {
 	uint64_t cgroup_id;
 	char path[256]; /* under the cgroup2 mount; "" while it cannot be named */
 	uint64_t q[SCHED_QUANTITIES];
+	uint64_t read_ns; /* the mean of its live threads' read_ns in the last read; 0: none */
 };
 
 /*

@@ -62,7 +62,7 @@ def test_accuracy(agent, cleanup):
     w = run_in(cg_dir, f"sleep:{SLEEP_MS}", f"spin:{SPIN_MS}", f"vfork:{VFORK_MS}")
     # the threads' final counts come with their exit records, on the agent's next tick
     m = settle(agent, lambda m: got(m, cg)["run"] >= w["run"] * 0.98 and
-               got(m, cg)["block"] >= w["vfork_wall"] * 0.98, timeout=10)
+               got(m, cg)["block"] >= (w["vfork_wall"] - w["vfork_cpu"]) * 0.98, timeout=10)
     g = got(m, cg)
     # the kernel's own counts, read at exit: the ones the worker and its vfork child read of
     # themselves at their ends (the agent's also hold their exits after those reads)
@@ -73,7 +73,10 @@ def test_accuracy(agent, cleanup):
            before=w["rq0"])
     # off the CPU, from the scheduler: the worker's sleep and its vfork child's
     within(g["sleep"], (SLEEP_MS + VFORK_MS) / 1000, 0.02, "sleep")
-    within(g["block"], w["vfork_wall"] + w["move_block"], 0.02,
+    # the vfork's wall time less the parent's own CPU and run delay in it: woken by the
+    # child's exit, it waited for a CPU, runnable, not blocked (18 ms of it, in a 6.12 guest
+    # the whole vfork_wall was expected: -5.2%)
+    within(g["block"], w["vfork_wall"] - w["vfork_cpu"] + w["move_block"], 0.02,
            "block (the vfork parent's wait and the move's)", after=AFTER)
     assert g["iowait"] < 0.002, f"iowait {g['iowait']:.4f} s without any I/O"
     # every moment of each thread's life is in exactly one kind (iowait is inside block): the
