@@ -613,11 +613,8 @@ static __always_inline void recv_queue(struct netstack_recv *r, __u64 now, __u32
 	__u64 n = r->n, j; /* 64-bit indexes, bounded on their own register (hist_add_w) */
 	__u32 i, w, w2;
 
-	if (!n) { /* drained: every segment gets its slot again */
-		r->stride = 1;
-		r->skip = 0;
-	}
-	if (r->skip && n) {
+	/* n >= 1: a drained socket's entry is deleted (ns_copy), its next one starts at stride 1 */
+	if (r->skip) {
 		j = n - 1;
 		barrier_var(j);
 		if (j >= NETSTACK_SEND_SLOTS)

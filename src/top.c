@@ -263,6 +263,8 @@ static void rows_merge(struct top *t)
 			o->rx += r->rx;
 			if (!o->cgroup_id)
 				o->cgroup_id = r->cgroup_id;
+			if (!o->sched_secs) /* the sched part's interval, whichever part sorted first */
+				o->sched_secs = r->sched_secs;
 			continue;
 		}
 		if (out != i)

@@ -200,7 +200,29 @@ def test_numbers(cleanup):
     os.close(held.pop())
     waiter.wait(5)
 
-    near(total(frames, cg["burn"][1], "cpu"), usage, 0.02, "burner CPU seconds")
+    try:
+        near(total(frames, cg["burn"][1], "cpu"), usage, 0.02, "burner CPU seconds")
+    except AssertionError:
+        for f in frames:  # what each frame said of it, and over what interval
+            for w in f["workloads"]:
+                if w["cgroup"] == cg["burn"][1]:
+                    print(f"    frame {f['time']}: cpu {w['cpu']:.4f} over "
+                          f"{w['sched_interval_seconds']:.4f} s (the sched read's: "
+                          f"{f['sched_interval_seconds']:.4f} s)")
+        raise
+    # a workload with I/O too: its row is merged from the sched and io modules' parts (the
+    # sched part's interval was lost when the io part sorted first: a 6.12 guest's burner,
+    # whose python read its modules, came out 77% high; the host's writer 8.3% low). What
+    # the writer runs after its exit record (its teardown: 1.7-2.7 ms on the host) is in cpu.stat
+    # only, so it may be that much lower; what its forked child ran before it joined the
+    # cgroup is in the thread's count, which plumb gives the cgroup it is in when first read,
+    # so it may be that much higher (41 ms in a 6.12 guest).
+    got, usage = total(frames, cg["write"][1], "cpu"), cpu_usage_s(cg["write"][0])
+    edge = 0.1 if EMULATED else 0.005
+    print(f"  writer CPU seconds: plumb top {got:.5f}, truth {usage:.5f} (the edges allowed: "
+          f"{edge} s)")
+    assert usage * 0.98 - edge <= got <= usage * 1.02 + edge, \
+        f"writer CPU seconds: plumb top says {got:.6g}, truth {usage:.6g}"
     near(total(frames, cg["write"][1], "write_bytes_per_second"), wsize, 0.005,
          "writer bytes written")
     near(total(frames, cg["cli"][1], "sent_bytes_per_second"), n * size, 0.01, "client sent")

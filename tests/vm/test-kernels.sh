@@ -55,9 +55,10 @@ for s in "${series[@]}"; do
 	# bridge, for the tests' network namespaces. A guest that fails before any test ran (a
 	# harness failure with no result line: under TCG a boot has been seen to panic in early
 	# boot, once in many) is booted once more; its console is kept as <release>.console.1.
+	# --timeout: the 6.1 guest took 23m46s in CI and 30m on a slow day here, killed at 30m
 	for attempt in 1 2; do
 		# shellcheck disable=SC2086
-		tests/vm/run.sh --modprobe loop,ext4,veth,bridge --console "$LOGS/$k.console" \
+		tests/vm/run.sh --modprobe loop,ext4,veth,bridge --timeout 2700 --console "$LOGS/$k.console" \
 			${PLUMB_VM_OPTS:-} "$kdir" tests/vm/kernel-tests.sh >"$LOGS/$k.log" 2>&1
 		rc=$?
 		if [ $attempt -eq 1 ] && [ $rc -eq 125 ] && ! grep -q '^== result' "$LOGS/$k.log"; then
