@@ -105,8 +105,8 @@ struct top {
 	/*
 	 * Each source's own interval, between the middles of its last two reads: an open wait
 	 * or a running thread is counted up to the moment of the read, and in a slow guest the
-	 * read came up to 100 ms after the frame's start (a pipe wait of 1.111 s/s, then 0.895;
-	 * a guest still moves time between frames: the thread's visit is not the read's middle)
+	 * read came up to 100 ms after the frame's start (a pipe wait of 1.111 s/s, then 0.895).
+	 * The sched columns go further, per row (row_secs); this one is their fallback.
 	 */
 	double src_prev[TOP_SRCS], src_secs[TOP_SRCS];
 	time_t when;
@@ -366,10 +366,11 @@ static void src_read(struct top *t, enum top_src src, double a, double b)
  */
 static double row_secs(uint64_t now_ns, uint64_t prev_ns, double secs)
 {
-	double d = (double)(now_ns - prev_ns) / 1e9;
+	double d;
 
 	if (!now_ns || !prev_ns || now_ns <= prev_ns)
 		return secs;
+	d = (double)(now_ns - prev_ns) / 1e9;
 	return d > 1e-3 ? d : 1e-3;
 }
 
