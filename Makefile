@@ -101,7 +101,7 @@ fuzz: deps
 
 # the integration tests on Debian's 6.1 and 6.12 kernels (qemu guests) and on this host's
 test-kernels: check-root all $(BUILD)/iowork $(BUILD)/schedwork $(BUILD)/waitwork $(BUILD)/diagwork $(BUILD)/network
-	./tests/vm/test-kernels.sh
+	./tests/vm/test-kernels.sh $(TEST_KERNELS_OPTS)
 
 $(BUILD)/floor.bpf.o $(BUILD)/flow_floor.bpf.o $(BUILD)/sched_floor.bpf.o $(BUILD)/netstack_floor.bpf.o: $(BUILD)/%.bpf.o: bench/%.bpf.c | $(BUILD)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@

@@ -59,6 +59,15 @@ const volatile bool wait_on = false;
  * without CONFIG_SCHED_INFO: the sched_wakeup program closes them there.
  */
 const volatile bool close_at_switch_in = false;
+/*
+ * Hypervisor steal: a kernel with CONFIG_PARAVIRT_TIME_ACCOUNTING takes the time the
+ * hypervisor ran something else on a CPU out of the CPU time of the thread that was on it, and
+ * keeps it per run queue (rq->prev_steal_time_rq, folded in at each clock update). User space
+ * sets this when the kernel has the field and the host has had steal: every switch then takes
+ * the CPU's steal so far, for the thread leaving and the one arriving. Elsewhere steal is in
+ * the CPU time, or there is none, and switches do not pay for it.
+ */
+__u32 steal_on = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH); /* preallocated: updated under the run-queue lock */
@@ -80,7 +89,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries,
-	       4 * 1024 * 1024); /* 240 bytes a record with its header: 17,000 between two drains */
+	       4 * 1024 * 1024); /* 264 bytes a record with its header: 15,800 between two drains */
 } sched_exits SEC(".maps");
 
 struct {
@@ -111,6 +120,32 @@ static __always_inline __u64 task_rq_clock(struct task_struct *t)
 		return bpf_ktime_get_ns();
 	cfs = BPF_CORE_READ(t, se.cfs_rq);
 	return cfs ? BPF_CORE_READ(cfs, rq, clock) : 0;
+}
+
+/*
+ * The steal so far (ns) of the CPU a task is on (the switch: this one; the iterator: another
+ * one); 0 where the kernel does not keep it. Loads straight through the task's BTF pointers
+ * (a faulting one reads 0), not helper calls: the switch pays this on every context switch.
+ * Every task has se.cfs_rq, whatever its class (set_task_rq), the idle task too.
+ */
+static __always_inline __u64 task_steal(struct task_struct *t)
+{
+	struct cfs_rq *cfs;
+	struct rq *rq = NULL;
+
+	if (!bpf_core_field_exists(t->se.cfs_rq) || !bpf_core_field_exists(rq->prev_steal_time_rq))
+		return 0;
+	cfs = t->se.cfs_rq;
+	rq = cfs ? cfs->rq : NULL;
+	return rq ? rq->prev_steal_time_rq : 0;
+}
+
+/* A thread leaves its CPU: the steal of its time there (steal_on). */
+static __always_inline void steal_out(struct sched_thread *t, __u64 steal)
+{
+	if (t->steal_open && steal >= t->steal_in)
+		t->steal_ns += steal - t->steal_in;
+	t->steal_open = 0;
 }
 
 /* When a waking task was enqueued, on the same clock: its run delay starts there. */
@@ -480,7 +515,7 @@ static __always_inline void episode_close(struct sched_thread *t, __u64 now)
  * before the scheduler's accounting of the switch, so last_queued still holds the enqueue
  * of its wakeup (sched_info_arrive clears it afterwards).
  */
-static __always_inline void switch_in(struct task_struct *next)
+static __always_inline void switch_in(struct task_struct *next, __u64 steal)
 {
 	struct sched_thread *t;
 	__u64 queued;
@@ -488,7 +523,13 @@ static __always_inline void switch_in(struct task_struct *next)
 	if (!next->pid)
 		return; /* the idle task */
 	t = bpf_task_storage_get(&sched_threads, next, NULL, 0);
-	if (!t || !t->off_ns)
+	if (!t)
+		return;
+	if (steal_on) {
+		t->steal_in = steal;
+		t->steal_open = 1;
+	}
+	if (!close_at_switch_in || !t->off_ns)
 		return;
 	queued = bpf_core_field_exists(next->sched_info) ?
 			 BPF_CORE_READ(next, sched_info.last_queued) :
@@ -502,20 +543,31 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 {
 	struct sched_thread *t;
 	__u32 kind = SCHED_SLEEP;
-	__u64 now;
+	__u64 now, steal = 0;
 
-	if (close_at_switch_in)
-		switch_in(next);
-	if (preempt || !prev_state || (prev_state & TASK_DEAD) || !task_state(prev))
+	if (steal_on)
+		steal = task_steal(prev);
+	if (close_at_switch_in || steal_on)
+		switch_in(next, steal);
+	if (preempt || !prev_state || (prev_state & TASK_DEAD) || !task_state(prev)) {
+		/* runnable: only its steal, if any (the idle task has no storage) */
+		if (steal_on && prev->pid) {
+			t = bpf_task_storage_get(&sched_threads, prev, NULL, 0);
+			if (t)
+				steal_out(t, steal);
+		}
 		return 0;
-	now = task_rq_clock(prev);
-	if (!now)
-		return 0;
+	}
 	t = bpf_task_storage_get(&sched_threads, prev, NULL, 0);
 	if (!t) {
 		count_lost(SCHED_LOST_STORAGE);
 		return 0;
 	}
+	if (steal_on)
+		steal_out(t, steal);
+	now = task_rq_clock(prev);
+	if (!now)
+		return 0;
 	if (t->off_ns)
 		episode_recover(prev, t);
 	if ((prev_state & TASK_UNINTERRUPTIBLE) && !(prev_state & TASK_NOLOAD))
@@ -616,6 +668,7 @@ static __always_inline void record_fill(struct sched_record *r, struct task_stru
 	bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), task->comm);
 	if (!t) {
 		__builtin_memset(r->off_ns, 0, sizeof(r->off_ns));
+		r->steal_ns = 0;
 		__builtin_memset(r->wait_ns, 0, sizeof(r->wait_ns));
 		__builtin_memset(r->wait_n, 0, sizeof(r->wait_n));
 		r->futex_wakes = 0;
@@ -626,6 +679,13 @@ static __always_inline void record_fill(struct sched_record *r, struct task_stru
 	__builtin_memcpy(r->wait_ns, t->wait_ns, sizeof(r->wait_ns));
 	__builtin_memcpy(r->wait_n, t->wait_n, sizeof(r->wait_n));
 	r->futex_wakes = t->futex_wakes;
+	r->steal_ns = t->steal_ns;
+	if (t->steal_open) { /* on a CPU now: its steal there so far */
+		__u64 steal = task_steal(task);
+
+		if (steal > t->steal_in)
+			r->steal_ns += steal - t->steal_in;
+	}
 	r->slot = t->slot;
 	r->slot_val = t->slot_val;
 	if (t->off_ns && now > t->off_ns) {

@@ -84,6 +84,10 @@ struct sched_thread {
 	__u64 ns[SCHED_OFF_KINDS]; /* closed episodes; SCHED_BLOCK includes SCHED_IOWAIT */
 	__u32 off_kind; /* enum sched_off of the open episode */
 	__u32 open_woken; /* the open futex wait was ended by a futex wake (sched_waking) */
+	/* hypervisor steal while on a CPU (steal_on): closed slices, and the open one's start */
+	__u64 steal_ns, steal_in; /* steal_in: its CPU's rq->prev_steal_time_rq at switch-in */
+	__u32 steal_open; /* on a CPU, steal_in taken (0: off, or on since before steal_on) */
+	__u32 pad;
 	/* the wait module: per-kind totals, the open wait, and the resource being accumulated */
 	__u64 wait_ns[WAIT_KINDS], wait_n[WAIT_KINDS];
 	__u64 futex_wakes; /* wakes this thread did that woke a futex waiter */
@@ -111,6 +115,8 @@ struct sched_record {
 	__u64 run_ns; /* se.sum_exec_runtime: the kernel's own, since the thread started */
 	__u64 rq_ns; /* sched_info.run_delay: runnable, waiting for a CPU; idem */
 	__u64 read_ns; /* the reading CPU's run-queue clock: the open episode counts up to it */
+	__u64 steal_ns; /* hypervisor steal while it was on a CPU, since the agent attached (not
+			 * in run_ns: kernels with CONFIG_PARAVIRT_TIME_ACCOUNTING take it out) */
 	__u64 off_ns[SCHED_OFF_KINDS]; /* since the agent attached; open episodes included */
 	__u64 wait_ns[WAIT_KINDS], wait_n[WAIT_KINDS]; /* idem (open: time yes, count not yet) */
 	__u64 futex_wakes;

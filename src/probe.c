@@ -36,6 +36,8 @@ static const struct {
 	[FEAT_TASK_PT_REGS] = { "task_pt_regs",
 				"bpf_task_pt_regs(): syscall arguments at exit (5.15)" },
 	[FEAT_BPF_STATS] = { "bpf_stats", "kernel.bpf_stats_enabled=1: program run time" },
+	[FEAT_STEAL] = { "steal", "hypervisor steal kept out of CPU time, per run queue "
+				  "(CONFIG_PARAVIRT_TIME_ACCOUNTING)" },
 };
 
 /* 0: not probed yet, 1: present, -1: absent */
@@ -86,6 +88,26 @@ static bool bpf_stats_enabled(void)
 	return c == '1';
 }
 
+/* Whether the kernel's struct <type> has a member <member> (its BTF says). */
+static bool btf_struct_has(const char *type, const char *member)
+{
+	struct btf *btf = btf__load_vmlinux_btf();
+	const struct btf_type *t;
+	const struct btf_member *m;
+	bool has = false;
+	int id;
+
+	if (!btf)
+		return false;
+	id = btf__find_by_name_kind(btf, type, BTF_KIND_STRUCT);
+	t = id > 0 ? btf__type_by_id(btf, id) : NULL;
+	m = t ? btf_members(t) : NULL;
+	for (int i = 0; m && i < btf_vlen(t) && !has; i++)
+		has = !strcmp(btf__name_by_offset(btf, m[i].name_off), member);
+	btf__free(btf);
+	return has;
+}
+
 static bool probe(enum kernel_feature f)
 {
 	struct btf *btf;
@@ -119,6 +141,8 @@ static bool probe(enum kernel_feature f)
 					       NULL) == 1;
 	case FEAT_BPF_STATS:
 		return bpf_stats_enabled();
+	case FEAT_STEAL:
+		return btf_struct_has("rq", "prev_steal_time_rq");
 	case KERNEL_FEATURES:
 		break;
 	}

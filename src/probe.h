@@ -25,6 +25,7 @@ enum kernel_feature {
 	FEAT_CURRENT_TASK_BTF, /* bpf_get_current_task_btf() (5.11) */
 	FEAT_TASK_PT_REGS, /* bpf_task_pt_regs() in tracepoint programs (5.15) */
 	FEAT_BPF_STATS, /* kernel.bpf_stats_enabled=1: programs' run time (informational) */
+	FEAT_STEAL, /* rq->prev_steal_time_rq: steal kept out of CPU time (PARAVIRT_TIME_ACCOUNTING) */
 	KERNEL_FEATURES,
 };
 

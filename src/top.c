@@ -47,14 +47,14 @@ struct top_row {
 	char cgroup[256];
 	char workload[160];
 	uint64_t cgroup_id; /* 0 when the sched module has not seen it */
-	double cpu, runq, block, wait[WAIT_KINDS];
+	double cpu, runq, steal, block, wait[WAIT_KINDS];
 	double sched_secs; /* the interval of those: between its threads' reads (row_secs) */
 	double read, write, tx, rx;
 };
 
 struct top_thread {
 	struct sched_thread_sample s; /* cumulative, for the next interval */
-	double cpu, runq, block, wait[WAIT_KINDS];
+	double cpu, runq, steal, block, wait[WAIT_KINDS];
 	struct wait_key top; /* the resource it waited on longest this interval */
 	double top_s;
 };
@@ -77,6 +77,7 @@ enum top_src { TOP_SRC_SCHED, TOP_SRC_IO, TOP_SRC_FLOW, TOP_SRCS };
 struct top {
 	bool tty;
 	bool io_up, wait_up, flow_up, netstack_up;
+	bool steal; /* the sched module measures steal (else it is inside CPU%) */
 	char off[256]; /* modules that could not load, and why */
 
 	/* previous counters */
@@ -254,6 +255,7 @@ static void rows_merge(struct top *t)
 			o = &t->rows[out - 1];
 			o->cpu += r->cpu;
 			o->runq += r->runq;
+			o->steal += r->steal;
 			o->block += r->block;
 			for (int k = 0; k < WAIT_KINDS; k++)
 				o->wait[k] += r->wait[k];
@@ -410,6 +412,7 @@ static int frame_sched(struct top *t, size_t *cap)
 #define CG_D(x) (delta(cg[i].q[x], p ? p->q[x] : 0) / 1e9 / r->sched_secs)
 		r->cpu = CG_D(Q_RUN);
 		r->runq = CG_D(Q_RQ);
+		r->steal = CG_D(Q_STEAL);
 		r->block = CG_D(Q_BLOCK);
 		for (int k = 0; k < WAIT_KINDS; k++)
 			r->wait[k] = CG_D(Q_WAIT_NS + k);
@@ -440,6 +443,7 @@ static int frame_sched(struct top *t, size_t *cap)
 #define TH_D(y) (delta(x->s.q[y], p ? p->s.q[y] : 0) / 1e9 / xs)
 		x->cpu = TH_D(Q_RUN);
 		x->runq = TH_D(Q_RQ);
+		x->steal = TH_D(Q_STEAL);
 		x->block = TH_D(Q_BLOCK);
 		for (int k = 0; k < WAIT_KINDS; k++)
 			x->wait[k] = TH_D(Q_WAIT_NS + k);
@@ -802,6 +806,7 @@ static void totals_format(const struct top *t, char *out, size_t len)
 	for (size_t i = 0; i < t->nrows; i++) {
 		s.cpu += t->rows[i].cpu;
 		s.runq += t->rows[i].runq;
+		s.steal += t->rows[i].steal;
 		s.read += t->rows[i].read;
 		s.write += t->rows[i].write;
 		s.tx += t->rows[i].tx;
@@ -809,9 +814,12 @@ static void totals_format(const struct top *t, char *out, size_t len)
 	fmt_rate(s.read, rd, sizeof(rd));
 	fmt_rate(s.write, wr, sizeof(wr));
 	fmt_rate(s.tx, net, sizeof(net));
-	k = snprintf(out, len,
-		     "host: cpu %.0f%% of %ld00%%  runq %.0f%%  read %s/s  write %s/s  sent %s/s",
-		     s.cpu * 100, ncpu, s.runq * 100, rd, wr, net);
+	k = snprintf(out, len, "host: cpu %.0f%%/%ld00%%  runq %.0f%%", s.cpu * 100, ncpu,
+		     s.runq * 100);
+	if (t->steal && k > 0 && (size_t)k < len)
+		k += snprintf(out + k, len - k, "  steal %.0f%%", s.steal * 100);
+	if (k > 0 && (size_t)k < len)
+		k += snprintf(out + k, len - k, "  read %s/s  write %s/s  sent %s/s", rd, wr, net);
 	if (t->off[0] && k > 0 && (size_t)k < len)
 		snprintf(out + k, len - k, "  off: %s", t->off);
 }
@@ -880,6 +888,8 @@ static void print_json(struct top *t)
 			json_object_new_double(r->sched_secs ?: t->src_secs[TOP_SRC_SCHED]));
 		json_object_object_add(o, "cpu", json_object_new_double(r->cpu));
 		json_object_object_add(o, "runq", json_object_new_double(r->runq));
+		if (t->steal)
+			json_object_object_add(o, "steal", json_object_new_double(r->steal));
 		json_object_object_add(o, "block", json_object_new_double(r->block));
 		for (int k = 0; k < WAIT_KINDS; k++)
 			json_object_object_add(w, wait_kind_names[k],
@@ -1040,7 +1050,7 @@ static void draw_drill(struct top *t)
 	size_t nth = 0, npeers = 0, nmounts = 0, nns = 0, nseries = 0, show;
 	uint64_t id = 0;
 	int y = 4, rest, bn = -1;
-	char line[1024], a[16], b[16], c[16], d[32], e[48];
+	char line[1024], a[16], b[16], c[16], d[32], e[48], f[24];
 
 	for (size_t i = 0; i < t->nrows; i++)
 		if (!strcmp(t->rows[i].cgroup, t->drill))
@@ -1054,12 +1064,13 @@ static void draw_drill(struct top *t)
 		fmt_rate(r->write, b, sizeof(b));
 		fmt_rate(r->tx, c, sizeof(c));
 		fmt_rate(r->rx, d, sizeof(d));
+		if (t->steal)
+			snprintf(f, sizeof(f), "  steal %.0f%%", r->steal * 100);
 		put_line(3, A_NORMAL,
-			 "cpu %.0f%%  runq %.0f%%  blk %.0f%%  wait %.0f%%  rd %s/s  wr %s/s  tx "
-			 "%s/s  "
-			 "rx %s/s",
-			 r->cpu * 100, r->runq * 100, r->block * 100, wait_sum(r->wait) * 100, a, b,
-			 c, d);
+			 "cpu %.0f%%  runq %.0f%%%s  blk %.0f%%  wait %.0f%%  rd %s/s  wr %s/s  tx "
+			 "%s/s  rx %s/s",
+			 r->cpu * 100, r->runq * 100, t->steal ? f : "", r->block * 100,
+			 wait_sum(r->wait) * 100, a, b, c, d);
 	} else {
 		put_line(3, A_NORMAL, "(no activity this interval)");
 	}
@@ -1155,21 +1166,25 @@ static void draw_drill(struct top *t)
 	}
 	rest = LINES - 1 - y;
 	if (rest > 1) {
-		put_line(y++, A_REVERSE, "%7s %-15s %5s %5s %5s %-12s %s", "TID", "COMM", "CPU%",
-			 "RUNQ%", "BLK%", "TOP WAIT", "ON");
+		put_line(y++, A_REVERSE, "%7s %-15s %5s %5s %5s %5s %-12s %s", "TID", "COMM",
+			 "CPU%", "RUNQ%", "STL%", "BLK%", "TOP WAIT", "ON");
 		for (size_t i = 0; i < nth && y < LINES - 1; i++) {
 			const struct top_thread *x = th[i];
 
 			fmt_pct(x->cpu, a, sizeof(a));
 			fmt_pct(x->runq, b, sizeof(b));
+			if (t->steal)
+				fmt_pct(x->steal, f, sizeof(f));
+			else
+				snprintf(f, sizeof(f), "-");
 			fmt_pct(x->block, c, sizeof(c));
 			fmt_wait(x->wait, d, sizeof(d));
 			if (x->top_s > 0)
 				fmt_resource(&x->top, e, sizeof(e));
 			else
 				snprintf(e, sizeof(e), "-");
-			put_line(y++, A_NORMAL, "%7u %-15.15s %5s %5s %5s %-12.12s %s", x->s.tid,
-				 x->s.comm, a, b, c, d, e);
+			put_line(y++, A_NORMAL, "%7u %-15.15s %5s %5s %5s %5s %-12.12s %s",
+				 x->s.tid, x->s.comm, a, b, f, c, d, e);
 		}
 		if (!nth)
 			put_line(y++, A_NORMAL, "(no live thread)");
@@ -1441,6 +1456,7 @@ int top_run(const struct top_options *o)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	t.wait_up = module_load(&t, &wait_module, &cfg);
+	t.steal = t.wait_up && sched_steal_measured(&wait_module);
 	t.io_up = module_load(&t, &io_module, &cfg);
 	t.flow_up = module_load(&t, &flow_module, &cfg);
 	t.netstack_up = module_load(&t, &netstack_module, &cfg);

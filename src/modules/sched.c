@@ -59,12 +59,13 @@ enum sched_metric {
 	M_SLEEP = Q_SLEEP,
 	M_BLOCK = Q_BLOCK,
 	M_IOWAIT = Q_IOWAIT,
+	M_STEAL = Q_STEAL,
 	M_WAIT_NS = Q_WAIT_NS,
 	M_WAIT_N = Q_WAIT_N,
 	M_FUTEX_WAKES = Q_FUTEX_WAKES,
 	SCHED_METRICS = SCHED_QUANTITIES,
 };
-#define SCHED_TIME_METRICS (M_IOWAIT + 1)
+#define SCHED_TIME_METRICS (M_STEAL + 1)
 
 const char *const wait_kind_names[WAIT_KINDS] = { "pipe", "socket", "futex", "epoll", "poll" };
 
@@ -82,6 +83,9 @@ static const struct {
 	  "_total included)." },
 	{ "plumb_sched_iowait_seconds_total",
 	  "The part of plumb_sched_block_seconds_total spent waiting for I/O (io_schedule)." },
+	{ "plumb_sched_steal_seconds_total",
+	  "Time the workload's threads were on a CPU that the hypervisor gave to something else "
+	  "(steal; not in plumb_sched_run_seconds_total)." },
 };
 
 struct sched_tid {
@@ -121,6 +125,7 @@ struct sched_state {
 	uint64_t last_read_ms, last_expiry_ms;
 	unsigned int grace_s;
 	bool run_delay; /* the kernel keeps sched_info (CONFIG_SCHED_INFO) */
+	bool steal; /* the kernel keeps steal out of CPU time (FEAT_STEAL), so it is measured */
 	bool wait_on; /* the programs classify waits (the wait module was requested) */
 	uint64_t tids_full, cgroups_full, exit_missed;
 	uint64_t unnamed; /* cgroups dropped without a name: their time was in no series */
@@ -188,6 +193,7 @@ static void record_values(const struct sched_record *r, uint64_t v[SCHED_METRICS
 	v[M_SLEEP] = r->off_ns[SCHED_SLEEP];
 	v[M_BLOCK] = r->off_ns[SCHED_BLOCK];
 	v[M_IOWAIT] = r->off_ns[SCHED_IOWAIT];
+	v[M_STEAL] = r->steal_ns;
 	for (int k = 0; k < WAIT_KINDS; k++) {
 		v[M_WAIT_NS + k] = r->wait_ns[k];
 		v[M_WAIT_N + k] = r->wait_n[k];
@@ -272,6 +278,21 @@ static int handle_exit(void *ctx, void *data, size_t len)
  * since the last read ended without its exit record (the ring buffer was full: counted there)
  * and leaves the table.
  */
+/* Whether the host has had steal time: /proc/stat's steal, the 8th number of its cpu line. */
+static bool host_stolen(void)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+	int n;
+
+	if (!f)
+		return false;
+	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+		   &v[4], &v[5], &v[6], &v[7]);
+	fclose(f);
+	return n == 8 && v[7] > 0;
+}
+
 static int sched_read(struct sched_state *s)
 {
 	struct sched_record recs[64];
@@ -280,6 +301,9 @@ static int sched_read(struct sched_state *s)
 	size_t b;
 	int fd, err;
 
+	/* steal is followed from the first read that finds the host has had some (see steal_on) */
+	if (s->steal && !s->skel->bss->steal_on && host_stolen())
+		__atomic_store_n(&s->skel->bss->steal_on, 1, __ATOMIC_RELAXED);
 	ring_buffer__consume(s->exits);
 	s->gen++;
 	fd = bpf_iter_create(bpf_link__fd(s->skel->links.sched_read));
@@ -535,7 +559,7 @@ static int sched_collect(struct plumb_module *m, struct prom_writer *w)
 	if (err)
 		return err;
 	for (int k = 0; k < SCHED_TIME_METRICS; k++) {
-		if (k == M_RQ && !s->run_delay)
+		if ((k == M_RQ && !s->run_delay) || (k == M_STEAL && !s->steal))
 			continue;
 		prom_family(w, sched_metrics[k].name, PROM_COUNTER, sched_metrics[k].help);
 		collect_family(w, k, NULL, 1e-9);
@@ -762,6 +786,7 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 	}
 	/* task_struct has sched_info, and /proc/<tid>/schedstat exists, with CONFIG_SCHED_INFO */
 	s->run_delay = faccessat(AT_FDCWD, "/proc/self/schedstat", R_OK, AT_EACCESS) == 0;
+	s->steal = kernel_has(FEAT_STEAL);
 
 	s->skel = sched_bpf__open();
 	if (!s->skel) {
@@ -1047,6 +1072,11 @@ static int wait_api(struct plumb_module *m, struct json_object *doc)
 	free(e);
 	json_object_object_add(doc, "waits", list);
 	return 0;
+}
+
+bool sched_steal_measured(struct plumb_module *m)
+{
+	return ((struct sched_state *)m->priv)->steal;
 }
 
 int sched_snapshot(struct plumb_module *m, struct sched_thread_sample **threads, size_t *n,

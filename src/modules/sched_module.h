@@ -3,6 +3,7 @@
 #ifndef PLUMB_SCHED_MODULE_H
 #define PLUMB_SCHED_MODULE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <linux/types.h>
@@ -18,6 +19,7 @@ enum sched_quantity {
 	Q_SLEEP,
 	Q_BLOCK,
 	Q_IOWAIT,
+	Q_STEAL, /* hypervisor steal while on a CPU (kernels that keep it apart: FEAT_STEAL) */
 	Q_WAIT_NS, /* + enum wait_kind */
 	Q_WAIT_N = Q_WAIT_NS + WAIT_KINDS,
 	Q_FUTEX_WAKES = Q_WAIT_N + WAIT_KINDS,
@@ -62,6 +64,12 @@ struct sched_cgroup_sample {
  * did). The caller frees *out.
  */
 int sched_cgroup_snapshot(struct plumb_module *m, struct sched_cgroup_sample **out, size_t *n);
+
+/*
+ * Whether Q_STEAL is measured: the kernel keeps steal out of the CPU time (FEAT_STEAL).
+ * Elsewhere it is 0 and any steal is inside Q_RUN.
+ */
+bool sched_steal_measured(struct plumb_module *m);
 
 /* The cgroup path of an id the module has seen ("" when it cannot be named). */
 const char *sched_cgroup_path(struct plumb_module *m, uint64_t cgroup_id);

@@ -312,11 +312,8 @@ def test_terminal(cleanup):
     tmux.until("the test's four workloads (filter)",
                lambda s: f"filter '{tag}'" in s[0] and len(rows(s)) == 4 and
                all(r.startswith(f"/{tag}-") for r in rows(s)))
-    s = tmux.until("the burner first (sort cpu)",
-                   lambda s: rows(s) and rows(s)[0].startswith(f"/{tag}-burn "))
-    cpu, runq = (int(x) for x in rows(s)[0].split()[1:3])
-    assert 95 <= cpu + runq <= 105, \
-        f"a thread that never sleeps at {cpu}% CPU and {runq}% run queue: {rows(s)[0]!r}"
+    tmux.until("the burner first (sort cpu)",
+               lambda s: rows(s) and rows(s)[0].startswith(f"/{tag}-burn "))
 
     tmux.keys("o")  # sort by write
     tmux.until("the writer first (sort write)",
@@ -334,12 +331,17 @@ def test_terminal(cleanup):
     s = tmux.until("the burner's threads (drill)",
                    lambda s: f"(cgroup /{tag}-burn)" in s[1] and
                    any(line.lstrip().startswith("TID") for line in s))
+    # a thread that never sleeps is on a CPU or waiting for one: CPU% + RUNQ% near 100 (CPU%
+    # alone was 80 or less in a loaded 6.12 guest, where the other workloads share 2 CPUs),
+    # with STL%, the hypervisor's steal, where the kernel keeps it apart (a CI host showed 90 + 0)
+    m = re.match(r"cpu (\d+)%  runq (\d+)%(?:  steal (\d+)%)?  blk", s[3])
+    assert m and 95 <= sum(int(x or 0) for x in m.groups()) <= 105, \
+        "the burner at about 100% CPU + run queue + steal:\n" + "\n".join(s)
     th = s.index(next(line for line in s if line.lstrip().startswith("TID")))
     python = [line for line in s[th + 1:] if "python3" in line]
-    # a thread that never sleeps is on a CPU or waiting for one: CPU% + RUNQ% near 100 (CPU%
-    # alone was 80 or less in a loaded 6.12 guest, where the other workloads share 2 CPUs)
-    assert python and 90 <= sum(int(x) for x in python[0].split()[2:4]) <= 105, \
-        "the burner's thread at about 100% CPU + run queue:\n" + "\n".join(s)
+    assert python and 90 <= sum(int(x) if x != "-" else 0
+                                for x in python[0].split()[2:5]) <= 105, \
+        "the burner's thread at about 100% CPU + run queue + steal:\n" + "\n".join(s)
 
     # back, then the filter (it starts as the current one: erase it) and drill into the client
     tmux.keys("Escape")
