@@ -701,9 +701,11 @@ static void shared_notes(struct plumb_module *m, struct sched_state *s, bool wai
 	module_attach_note(m, "iter/task", "sched_read", "%s", how);
 	snprintf(m->choice, sizeof(m->choice),
 		 "off-CPU time from sched_switch (and sched_wakeup without sched_info); "
-		 "CPU and run-queue time from the kernel's counters%s",
+		 "CPU and run-queue time from the kernel's counters%s; %s",
 		 s->run_delay ? "" :
-				" (run-queue time: not kept by this kernel, CONFIG_SCHED_INFO)");
+				" (run-queue time: not kept by this kernel, CONFIG_SCHED_INFO)",
+		 s->steal ? "steal per thread at each switch, once the host has had some" :
+			    "steal, if any, is in the CPU time (so this kernel counts it)");
 }
 
 /* The fork, exit and iterator programs (first), or the switch and wakeup ones. */

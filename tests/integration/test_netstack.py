@@ -116,14 +116,24 @@ def test_udp(agent, hosts, cleanup):
     cleanup.add(lambda: rv.poll() is None and (rv.kill(), rv.wait()))
     assert rv.stdout.readline().strip() == "ready"
     keys = [("protocol", "eth0", h2), ("socket", "eth0", h2)]
-    before = series_totals(agent.metrics())
+    m = agent.metrics()
+    before = series_totals(m)
+    full0 = value(m, "plumb_events_lost_total", module="netstack", reason="socket_slots_full")
     sh("ip", "netns", "exec", h1, sys.executable, "-c", UDP_SENDER, hosts.addrs[1], str(port))
     got = int(rv.communicate(timeout=30)[0].strip())
-    after = series_totals(settle(agent, lambda m: False, timeout=2.5))
+    m = settle(agent, lambda m: False, timeout=2.5)
+    after = series_totals(m)
     counts = [after.get(k, (0, 0))[0] - before.get(k, (0, 0))[0] for k in keys]
-    print(f"  {got} datagrams received; protocol {counts[0]:.0f}, socket {counts[1]:.0f}")
+    # a reader more than the socket's 8 slots behind (the sends are 1 ms apart) leaves those
+    # datagrams unmeasured, counted as socket_slots_full (a 6.12 guest beside another one
+    # measured 995 of 1000; this count was not read then)
+    full = value(m, "plumb_events_lost_total", module="netstack",
+                 reason="socket_slots_full") - full0
+    print(f"  {got} datagrams received; protocol {counts[0]:.0f}, socket {counts[1]:.0f} "
+          f"+ {full:.0f} beyond the socket's slots")
+    counts[1] += full
     assert got >= 900 and all(got <= c <= got + 20 for c in counts), \
-        f"{got} datagrams received, protocol and socket counted {counts}"
+        f"{got} datagrams received, protocol and socket (+ slots full) counted {counts}"
 
 
 # Waits for a line on stdin, then reads what is queued and prints how many datagrams.

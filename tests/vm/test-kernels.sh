@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/vm/test-kernels.sh [--no-host] [SERIES...]      (make test-kernels)
+# tests/vm/test-kernels.sh [--no-host] [--parallel] [SERIES...]      (make test-kernels)
 #   Runs the integration tests on several kernels and prints one table, kernel x module:
 #     - on the host's own kernel, directly (not with --no-host: CI has just run them there,
 #       in make test);
@@ -11,17 +11,22 @@
 #   guest's kernel console in <release>.console); the tail of each log with a failure is
 #   printed after the table.
 #   The tree must be built (make all build/iowork build/schedwork build/waitwork): the guests run the host's build.
+#   --parallel: the guests at the same time, each on one host CPU (qemu TCG, one thread).
 #   PLUMB_VM_OPTS: more options for tests/vm/run.sh, e.g. "--smp 1" or
 #   "--append rcupdate.rcu_expedited=1" (see README.md, Kernels, for what they change).
 # Exit status: 0 when no test failed on any kernel and every kernel ran; 1 otherwise.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 LOGS=build/test-kernels
-host=yes
-if [ "${1:-}" = --no-host ]; then
-	host=no
+host=yes parallel=no
+while [ $# -gt 0 ]; do
+	case $1 in
+	--no-host) host=no ;;
+	--parallel) parallel=yes ;;
+	*) break ;;
+	esac
 	shift
-fi
+done
 series=("$@")
 [ ${#series[@]} -gt 0 ] || series=(6.1 6.12)
 
@@ -33,7 +38,7 @@ if ! command -v qemu-system-x86_64 >/dev/null || [ ! -x /bin/busybox ]; then
 	exit 1
 fi
 mkdir -p "$LOGS"
-rm -f "$LOGS"/*.log "$LOGS"/*.console "$LOGS"/*.console.1
+rm -f "$LOGS"/*.log "$LOGS"/*.console "$LOGS"/*.console.1 "$LOGS"/*.rc "$LOGS"/*.secs
 
 t_start=$(date +%s)
 kernels=()            # release of each kernel, in the table's order
@@ -41,27 +46,15 @@ declare -A how err secs # per release: "host"/"qemu"; why it did not run to the 
 
 mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
-# the guest kernels first (the table lists them in this order), then the host's
-for s in "${series[@]}"; do
-	echo "test-kernels: fetching Debian's $s kernel"
-	if ! kdir=$(tests/vm/fetch-kernel.sh "$s" 2>"$LOGS/fetch.log"); then
-		k=$(basename "$s")
-		kernels+=("$k")
-		mv "$LOGS/fetch.log" "$LOGS/$k.log"
-		how[$k]=qemu err[$k]="cannot fetch the kernel: $(tail -n 1 "$LOGS/$k.log")" secs[$k]=0
-		continue
-	fi
-	rm -f "$LOGS/fetch.log"
-	k=$(basename "$kdir")
-	kernels+=("$k")
-	how[$k]=qemu
-	echo "test-kernels: $k in qemu (TCG) ..."
+# One guest: its log, console, exit status ($LOGS/<release>.rc) and seconds (.secs).
+guest() {
+	local k=$1 kdir=$2 t0 rc attempt
 	t0=$(date +%s)
 	# loop and ext4 are modules in Debian's kernels and the tests mount ext4 images; veth and
 	# bridge, for the tests' network namespaces. A guest that fails before any test ran (a
 	# harness failure with no result line: under TCG a boot has been seen to panic in early
 	# boot, once in many) is booted once more; its console is kept as <release>.console.1.
-	# --timeout: the 6.1 guest took 23m46s in CI and 30m on a slow day here, killed at 30m
+	# --timeout: the 6.1 guest took 33m in CI on a slow day, alone on the host
 	for attempt in 1 2; do
 		# shellcheck disable=SC2086
 		tests/vm/run.sh --modprobe loop,ext4,veth,bridge --timeout 2700 --console "$LOGS/$k.console" \
@@ -75,14 +68,45 @@ for s in "${series[@]}"; do
 		fi
 		break
 	done
-	secs[$k]=$(($(date +%s) - t0))
+	echo $(($(date +%s) - t0)) >"$LOGS/$k.secs"
+	echo $rc >"$LOGS/$k.rc"
+	echo "test-kernels: $k done in $(mmss "$(cat "$LOGS/$k.secs")")"
+}
+
+# the guest kernels first (the table lists them in this order), then the host's; with
+# --parallel the guests run at the same time (each is one host thread under TCG)
+guests=()
+for s in "${series[@]}"; do
+	echo "test-kernels: fetching Debian's $s kernel"
+	if ! kdir=$(tests/vm/fetch-kernel.sh "$s" 2>"$LOGS/fetch.log"); then
+		k=$(basename "$s")
+		kernels+=("$k")
+		mv "$LOGS/fetch.log" "$LOGS/$k.log"
+		how[$k]=qemu err[$k]="cannot fetch the kernel: $(tail -n 1 "$LOGS/$k.log")" secs[$k]=0
+		continue
+	fi
+	rm -f "$LOGS/fetch.log"
+	k=$(basename "$kdir")
+	kernels+=("$k")
+	guests+=("$k")
+	how[$k]=qemu
+	echo "test-kernels: $k in qemu (TCG) ..."
+	if [ $parallel = yes ]; then
+		guest "$k" "$kdir" &
+	else
+		guest "$k" "$kdir"
+	fi
+done
+wait
+for k in "${guests[@]}"; do
+	secs[$k]=$(cat "$LOGS/$k.secs" 2>/dev/null || echo 0)
+	rc=$(cat "$LOGS/$k.rc" 2>/dev/null || echo 125)
 	case $rc in
 	0 | 1) ;;
 	124) err[$k]="timeout (tests/vm/run.sh)" ;;
 	125) err[$k]="harness failure (tests/vm/run.sh): $(tail -n 1 "$LOGS/$k.log")" ;;
 	*) err[$k]="tests/vm/kernel-tests.sh exited $rc" ;;
 	esac
-	echo "test-kernels: $k done in $(mmss "${secs[$k]}")"
 done
 
 if [ $host = yes ]; then
