@@ -374,6 +374,8 @@ def test_agent_as_unit(cleanup):
     """The agent as the unit runs it: every module up, the io module's exact bytes of a
     workload on a host mount its private /tmp hides; and what strace saw it call is inside
     the unit's SystemCallFilter, RestrictAddressFamilies and RestrictNamespaces."""
+    assert not ROOT.startswith(("/tmp/", "/var/tmp/")), \
+        f"the tree is at {ROOT}, which the unit's private /tmp hides: clone it elsewhere"
     netns = f"plumb-deploy-{os.getpid()}"
     sh("ip", "netns", "add", netns)
     cleanup.add(sh, "ip", "netns", "del", netns)
