@@ -278,21 +278,6 @@ static int handle_exit(void *ctx, void *data, size_t len)
  * since the last read ended without its exit record (the ring buffer was full: counted there)
  * and leaves the table.
  */
-/* Whether the host has had steal time: /proc/stat's steal, the 8th number of its cpu line. */
-static bool host_stolen(void)
-{
-	unsigned long long v[8] = { 0 };
-	FILE *f = fopen("/proc/stat", "r");
-	int n;
-
-	if (!f)
-		return false;
-	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-		   &v[4], &v[5], &v[6], &v[7]);
-	fclose(f);
-	return n == 8 && v[7] > 0;
-}
-
 static int sched_read(struct sched_state *s)
 {
 	struct sched_record recs[64];
@@ -301,9 +286,6 @@ static int sched_read(struct sched_state *s)
 	size_t b;
 	int fd, err;
 
-	/* steal is followed from the first read that finds the host has had some (see steal_on) */
-	if (s->steal && !s->skel->bss->steal_on && host_stolen())
-		__atomic_store_n(&s->skel->bss->steal_on, 1, __ATOMIC_RELAXED);
 	ring_buffer__consume(s->exits);
 	s->gen++;
 	fd = bpf_iter_create(bpf_link__fd(s->skel->links.sched_read));
@@ -469,14 +451,41 @@ static bool bri_filling(const struct sched_state *s)
 	return s->nbri + (made - s->bri_inserted) > s->bri_capacity / 4 * 3;
 }
 
+/* Whether the host has had steal time: /proc/stat's steal, the 8th number of its cpu line. */
+static bool host_stolen(void)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "r");
+	int n;
+
+	if (!f)
+		return false;
+	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+		   &v[4], &v[5], &v[6], &v[7]);
+	fclose(f);
+	return n == 8 && v[7] > 0;
+}
+
+/*
+ * Steal is followed from the load, or from the first tick that finds the host has had some
+ * (see steal_on): /proc/stat once a second until then, never at a scrape.
+ */
+static void steal_check(struct sched_state *s)
+{
+	if (s->steal && !s->skel->bss->steal_on && host_stolen())
+		__atomic_store_n(&s->skel->bss->steal_on, 1, __ATOMIC_RELAXED);
+}
+
 static int sched_tick(struct plumb_module *m)
 {
 	struct sched_state *s = m->priv;
 	uint64_t now = monotonic_ms();
 
 	ring_buffer__consume(s->exits);
-	if (now - s->last_read_ms >= SCHED_READ_MS)
+	if (now - s->last_read_ms >= SCHED_READ_MS) {
+		steal_check(s);
 		sched_read(s);
+	}
 	if (now - s->last_expiry_ms >= SCHED_EXPIRY_CHECK_MS)
 		sched_expire(s, now);
 	if (s->wait_on && (now - s->last_prune_ms >= SCHED_EXPIRY_CHECK_MS || bri_filling(s)))
@@ -823,6 +832,7 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 		snprintf(m->error, sizeof(m->error), "cannot open ring buffer: %s", strerror(-err));
 		goto out_unload;
 	}
+	steal_check(s);
 	err = sched_attach(s, false);
 	if (!err) {
 		err = sched_read(s); /* the baseline of every thread that is already there */
