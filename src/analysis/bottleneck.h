@@ -45,7 +45,6 @@ struct bn_config {
 	double min_effect; /* Vargha-Delaney A of a departure: 0.71 is a "large" effect */
 	double min_z; /* and its significance: 3.29 is one-sided p < 0.0005 */
 	double max_base_samples; /* a learned baseline counts as at most this many samples */
-	double min_share; /* the bottleneck carries more than this part of the increase */
 	/*
 	 * and its interval median stands out of the series' own interval-to-interval variation:
 	 * ln(p50 / baseline p50) above its learned average by this many standard deviations,
@@ -73,7 +72,7 @@ struct bn_component {
 	double n, base_mean, base_p50, cur_mean, p50, p99, a, z;
 	double sigmas; /* ln(p50 / scaled baseline p50) in the series' deviations from its norm */
 	bool departed; /* significantly slower than its baseline */
-	bool bottleneck; /* departed, with most of the increase (more than min_share) */
+	bool bottleneck; /* departed, with the largest part of the increase */
 	double share; /* its part of the sum of the components' mean increases */
 	double host_factor; /* the interval's host-wide slowdown (the median component's) */
 };
@@ -90,10 +89,9 @@ void bn_component_load(struct bn_component *c, const struct bn_hist *base, doubl
  * One interval: cur[i] holds component i's samples of the interval. Judges each component
  * against its baseline scaled by the host-wide factor (the median component's slowdown, with
  * three components or more) and against its own interval-to-interval spread, marks the
- * bottleneck (the departed component with the largest mean increase beyond that factor, when
- * it is more than min_share of all the components' increases), then learns from the
- * components not departed (each series not from an interval whose median or mean stands
- * out of its spread). Returns the bottleneck's index or -1.
+ * bottleneck (the component with the largest mean increase beyond that factor, when it
+ * departed), then learns from the components not departed (each series not from an interval
+ * whose median or mean stands out of its spread). Returns the bottleneck's index or -1.
  */
 int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 		const struct bn_config *cfg);

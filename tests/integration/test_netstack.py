@@ -786,34 +786,55 @@ def verdict(docs):
     return top if n * 2 > len(names) else None
 
 
-def trials(view, inject, remove, want):
+def cpu_steal(cpu):
+    """CPU cpu's steal so far, s (/proc/stat: the hypervisor ran another guest on it)"""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith(f"cpu{cpu} "):
+                return int(line.split()[8]) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
+def trials(view, inject, remove, want, steal_cpu=None):
     """TRIALS rounds of: inject, a window, remove, a window. Returns the verdicts."""
     view.wait_ready(want)
     view.next(WINDOW)  # settled
     hits, clean, seen = 0, 0, []
     for _ in range(TRIALS):
+        s0 = cpu_steal(steal_cpu) if steal_cpu is not None else 0
         inject()
         try:
             w = view.next(WINDOW)
         finally:
             remove()
+        stolen = cpu_steal(steal_cpu) - s0 if steal_cpu is not None else 0
         c = view.next(WINDOW)
         v_in, v_out = verdict(w[-3:]), verdict(c[-3:])
         if os.environ.get("PLUMB_NETSTACK_DEBUG"):
             for tag, docs in (("injected", w[-3:]) if v_in != want else (None, [])), \
                              (("clean", c[-3:]) if v_out else (None, [])):
-                for d in docs:  # the departed series and the wanted one
-                    print("   ", tag, [(x["component"], x["device"], x["netns"][-2:],
+                for d in docs:  # the departed series, the wanted one, the big increases
+                    up = {id(x): x["mean_s"] - d["host_factor"] * x["baseline_mean_s"]
+                          for x in d["components"]}
+                    total = sum(v for v in up.values() if v > 0) or 1
+                    print("   ", tag, round(d["host_factor"], 2),
+                          [(x["component"], x["device"], x["netns"][-2:],
                                         round(x["mean_s"] * 1e6, 2),
                                         round(x["baseline_mean_s"] * 1e6, 2),
                                         round(x["effect"], 2), round(x["sigmas"], 1),
                                         round(x["baseline_spread"], 2), round(x["share"], 2),
                                         round(x["samples_per_s"]))
                                        for x in d["components"] if x["departed"] or
-                                       (x["component"], x["device"], x["netns"]) == want])
+                                       (x["component"], x["device"], x["netns"]) == want
+                                       or up[id(x)] > 0.1 * total])
+        if os.environ.get("PLUMB_NETSTACK_DUMP"):  # the windows, for replaying the rules
+            with open(os.environ["PLUMB_NETSTACK_DUMP"], "a") as f:
+                f.write(json.dumps({"want": want, "injected": w[-3:], "clean": c[-3:],
+                                    "stolen": stolen}) + "\n")
         hits += v_in == want
         clean += v_out is None
-        seen.append((v_in, v_out))
+        seen.append((v_in, v_out) + ((f"cpu{steal_cpu} stolen {stolen:.2f} s",)
+                                     if steal_cpu is not None else ()))
     print(f"  {want}: named in {hits}/{TRIALS} trials, clean in {clean}/{TRIALS}")
     assert hits >= NEED and clean >= NEED, \
         f"want {want} in >= {NEED}/{TRIALS} and clean >= {NEED}/{TRIALS}: (injected, clean) " \
@@ -1023,7 +1044,7 @@ def scenario_softirq(hosts, cleanup):
         hog[0].kill()
         hog[0].wait()
     cleanup.add(lambda: hog[0] and hog[0].poll() is None and remove())
-    trials(view, inject, remove, ("softirq", "eth0", h2))
+    trials(view, inject, remove, ("softirq", "eth0", h2), steal_cpu=last)
 
 
 def scenario_netfilter(hosts, cleanup):

@@ -302,6 +302,45 @@ static void test_host_wide_slowdown(void **state)
 	assert_true(c[3].share > 0.9);
 }
 
+/*
+ * A starved receive CPU slows three stages of its packets, none by most of the increase: the
+ * one with the largest part is the bottleneck. A larger rise that is not a departure (a few
+ * packets held long, the median where it was) is noise, and names nothing.
+ */
+static void test_largest_share(void **state)
+{
+	struct bn_component c[7] = { 0 };
+	struct bn_hist cur[7];
+	unsigned int seed = 23;
+	const struct bn_config *cfg = &bn_default_config;
+	const double same[7] = { 1, 1, 1, 1, 1, 1, 1 }, starved[7] = { 7, 4, 4, 1, 1, 1, 1 },
+		     one[7] = { 3, 1, 1, 1, 1, 1, 1 };
+
+	(void)state;
+	for (size_t i = 0; i < cfg->warmup + 20; i++) {
+		fill(cur, 7, &seed, same);
+		assert_int_equal(bn_interval(c, cur, 7, cfg), -1);
+	}
+	/* rises of ~6000, ~6000 and ~9000 ns over baselines of 1000, 2000 and 3000 */
+	for (int i = 0; i < 20; i++) {
+		fill(cur, 7, &seed, starved);
+		assert_int_equal(bn_interval(c, cur, 7, cfg), 2);
+		assert_true(c[0].departed && c[1].departed && c[2].bottleneck);
+		assert_true(c[2].share > 0.35 && c[2].share < 0.5);
+	}
+	/* component 0 three times slower, component 6 with 4 of its 204 packets held 1 ms */
+	for (int i = 0; i < 20; i++) {
+		fill(cur, 7, &seed, one);
+		add(&cur[6], 1e6, 4);
+		assert_int_equal(bn_interval(c, cur, 7, cfg), -1);
+		assert_true(c[0].departed && !c[6].departed);
+		assert_true(c[6].cur_mean - c[6].base_mean > c[0].cur_mean - c[0].base_mean);
+	}
+	fill(cur, 7, &seed, one);
+	assert_int_equal(bn_interval(c, cur, 7, cfg), 0);
+	assert_true(c[0].share > 0.9);
+}
+
 static void test_loaded_baseline(void **state)
 {
 	struct bn_component c;
@@ -328,6 +367,7 @@ int main(void)
 		cmocka_unit_test(test_drain_not_learned),
 		cmocka_unit_test(test_outliers_not_spread),
 		cmocka_unit_test(test_host_wide_slowdown),
+		cmocka_unit_test(test_largest_share),
 		cmocka_unit_test(test_loaded_baseline),
 	};
 
