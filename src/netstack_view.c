@@ -130,6 +130,42 @@ static int row_cmp(const void *a, const void *b)
 	return c ? c : strcmp(x->workload, y->workload);
 }
 
+/* A series' rise of its mean beyond the host-wide factor, ns. */
+static double rise(const struct netstack_series *x)
+{
+	return x->bn.cur_mean - x->bn.host_factor * x->bn.base_mean;
+}
+
+/*
+ * Why none is the bottleneck: none slower than its baseline, or the slower ones (the one with
+ * the largest rise named) not carrying the largest rise, which is within its own norm.
+ */
+static void no_bottleneck(const struct netstack_series *x, size_t n, size_t learning)
+{
+	const struct netstack_series *big = NULL, *dep = NULL;
+	char a[16], b[16];
+
+	for (size_t i = 0; i < n; i++) {
+		if (x[i].bn.largest)
+			big = &x[i];
+		if (x[i].bn.departed && (!dep || rise(&x[i]) > rise(dep)))
+			dep = &x[i];
+	}
+	if (!dep || !big) {
+		printf("no bottleneck: no component is significantly slower than its baseline%s\n",
+		       learning ? " (some are still learning theirs)" : "");
+		return;
+	}
+	fmt_ns(rise(dep), a, sizeof(a));
+	fmt_ns(rise(big), b, sizeof(b));
+	printf("no bottleneck: %s (%s) on %s in %s is significantly slower (mean +%s), but the "
+	       "largest rise, %s (%s) on %s in %s (+%s), is within its own variation\n",
+	       netstack_component_names[dep->component],
+	       netstack_component_direction[dep->component], dep->device, dep->netns_name, a,
+	       netstack_component_names[big->component],
+	       netstack_component_direction[big->component], big->device, big->netns_name, b);
+}
+
 static void interval_print(const struct netstack_options *o, const struct netstack_series *x,
 			   size_t n, int bottleneck)
 {
@@ -159,8 +195,7 @@ static void interval_print(const struct netstack_options *o, const struct netsta
 		       100 * b->bn.share, 100 * b->bn.a, b->bn.z, b->bn.sigmas,
 		       shown(o, b) ? "" : " [not among the rows shown]");
 	} else {
-		printf("no bottleneck: no component is significantly slower than its baseline%s\n",
-		       learning ? " (some are still learning theirs)" : "");
+		no_bottleneck(x, n, learning);
 	}
 	if (n && x[0].bn.host_factor > 1.2)
 		printf("the whole host is slower: the median component takes %.1fx its baseline; "

@@ -211,7 +211,7 @@ int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 		struct bn_component *x = &c[i];
 
 		x->n = bn_hist_total(&cur[i]);
-		x->departed = x->bottleneck = false;
+		x->departed = x->bottleneck = x->largest = false;
 		x->share = 0;
 		x->a = 0.5;
 		x->z = 0;
@@ -272,6 +272,8 @@ int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 	 * (backlog, protocol): under hypervisor steal the wait to start carried a median 40% of
 	 * the increase, most often the largest part, and a majority rule named nothing.
 	 */
+	if (largest >= 0)
+		c[largest].largest = true;
 	if (largest >= 0 && c[largest].departed) {
 		bottleneck = largest;
 		c[bottleneck].bottleneck = true;

@@ -73,6 +73,7 @@ struct bn_component {
 	double sigmas; /* ln(p50 / scaled baseline p50) in the series' deviations from its norm */
 	bool departed; /* significantly slower than its baseline */
 	bool bottleneck; /* departed, with the largest part of the increase */
+	bool largest; /* the largest rise of the mean beyond the factor (the bottleneck if departed) */
 	double share; /* its part of the sum of the components' mean increases */
 	double host_factor; /* the interval's host-wide slowdown (the median component's) */
 };

@@ -206,6 +206,17 @@ LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
+def steal_seconds(cpu=None):
+    """The hypervisor's steal so far, s, of the whole host or of CPU cpu: /proc/stat's 8th
+    number on its cpu line (USER_HZ ticks)"""
+    tag = "cpu " if cpu is None else f"cpu{cpu} "
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith(tag):
+                return int(line.split()[8]) / os.sysconf("SC_CLK_TCK")
+    raise AssertionError(f"no {tag.strip()} line in /proc/stat")
+
+
 def parse_metrics(text):
     """{(name, frozenset(labels.items())): value} of a text exposition."""
     out = {}

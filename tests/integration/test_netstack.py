@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import (EMULATED, PLUMB, Agent, Cleanup, Hosts, Runner, free_port,  # noqa: E402
-                 make_cgroup, require_root, select, settle, sh, value)
+                 make_cgroup, require_root, select, settle, sh, steal_seconds, value)
 
 # bytes/s: the tbf rate, 8mbit, and the UDP flow that saturates it. Emulated guests get a
 # quarter: with a second guest beside it a guest's sender could not keep the queue full at
@@ -786,13 +786,21 @@ def verdict(docs):
     return top if n * 2 > len(names) else None
 
 
-def cpu_steal(cpu):
-    """CPU cpu's steal so far, s (/proc/stat: the hypervisor ran another guest on it)"""
-    with open("/proc/stat") as f:
-        for line in f:
-            if line.startswith(f"cpu{cpu} "):
-                return int(line.split()[8]) / os.sysconf("SC_CLK_TCK")
-    return 0.0
+def debug_windows(want, w, c, v_in, v_out):
+    """PLUMB_NETSTACK_DEBUG: a missed injected window's and a flagged clean window's
+    intervals: the departed series, the wanted one, and those with >10% of the increase"""
+    for tag, docs in (("injected", w) if v_in != want else (None, [])), \
+                     (("clean", c) if v_out else (None, [])):
+        for d in docs:
+            up = [x["mean_s"] - d["host_factor"] * x["baseline_mean_s"] for x in d["components"]]
+            total = sum(u for u in up if u > 0) or 1
+            print("   ", tag, round(d["host_factor"], 2),
+                  [(x["component"], x["device"], x["netns"][-2:], round(x["mean_s"] * 1e6, 2),
+                    round(x["baseline_mean_s"] * 1e6, 2), round(x["effect"], 2),
+                    round(x["sigmas"], 1), round(x["baseline_spread"], 2),
+                    round(x["share"], 2), round(x["samples_per_s"]))
+                   for x, u in zip(d["components"], up) if x["departed"] or u > 0.1 * total
+                   or (x["component"], x["device"], x["netns"]) == want])
 
 
 def trials(view, inject, remove, want, steal_cpu=None):
@@ -801,32 +809,17 @@ def trials(view, inject, remove, want, steal_cpu=None):
     view.next(WINDOW)  # settled
     hits, clean, seen = 0, 0, []
     for _ in range(TRIALS):
-        s0 = cpu_steal(steal_cpu) if steal_cpu is not None else 0
+        s0 = steal_seconds(steal_cpu) if steal_cpu is not None else 0
         inject()
         try:
             w = view.next(WINDOW)
         finally:
             remove()
-        stolen = cpu_steal(steal_cpu) - s0 if steal_cpu is not None else 0
+        stolen = steal_seconds(steal_cpu) - s0 if steal_cpu is not None else 0
         c = view.next(WINDOW)
         v_in, v_out = verdict(w[-3:]), verdict(c[-3:])
         if os.environ.get("PLUMB_NETSTACK_DEBUG"):
-            for tag, docs in (("injected", w[-3:]) if v_in != want else (None, [])), \
-                             (("clean", c[-3:]) if v_out else (None, [])):
-                for d in docs:  # the departed series, the wanted one, the big increases
-                    up = {id(x): x["mean_s"] - d["host_factor"] * x["baseline_mean_s"]
-                          for x in d["components"]}
-                    total = sum(v for v in up.values() if v > 0) or 1
-                    print("   ", tag, round(d["host_factor"], 2),
-                          [(x["component"], x["device"], x["netns"][-2:],
-                                        round(x["mean_s"] * 1e6, 2),
-                                        round(x["baseline_mean_s"] * 1e6, 2),
-                                        round(x["effect"], 2), round(x["sigmas"], 1),
-                                        round(x["baseline_spread"], 2), round(x["share"], 2),
-                                        round(x["samples_per_s"]))
-                                       for x in d["components"] if x["departed"] or
-                                       (x["component"], x["device"], x["netns"]) == want
-                                       or up[id(x)] > 0.1 * total])
+            debug_windows(want, w[-3:], c[-3:], v_in, v_out)
         if os.environ.get("PLUMB_NETSTACK_DUMP"):  # the windows, for replaying the rules
             with open(os.environ["PLUMB_NETSTACK_DUMP"], "a") as f:
                 f.write(json.dumps({"want": want, "injected": w[-3:], "clean": c[-3:],

@@ -14,7 +14,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import (EMULATED, Agent, Cleanup, Runner, loop_device, make_cgroup,  # noqa: E402
-                 remove_cgroup, require_root, select, settle, sh, value)
+                 remove_cgroup, require_root, select, settle, sh, steal_seconds, value)
 
 SCHEDWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
                          "schedwork")
@@ -56,17 +56,10 @@ def got(m, cg):
     return {k: value(m, name, cgroup=cg) for k, name in METRICS.items()}
 
 
-def host_steal():
-    """The host's steal time so far, s: /proc/stat's 8th cpu field (USER_HZ ticks, from the
-    hypervisor's ns count)"""
-    with open("/proc/stat") as f:
-        return int(f.readline().split()[8]) / os.sysconf("SC_CLK_TCK")
-
-
 def test_accuracy(agent, cleanup):
     """Each kind of time, against the thread's own CPU clock and schedstat and known durations."""
     cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/sched")
-    steal0 = host_steal()
+    steal0 = steal_seconds()
     w = run_in(cg_dir, f"sleep:{SLEEP_MS}", f"spin:{SPIN_MS}", f"vfork:{VFORK_MS}")
     # the threads' final counts come with their exit records, on the agent's next tick
     m = settle(agent, lambda m: got(m, cg)["run"] >= w["run"] * 0.98 and
@@ -94,12 +87,12 @@ def test_accuracy(agent, cleanup):
     # more than the whole host's, one tick of /proc/stat's rounding aside)
     life = (w["end"] - w["main"]) + w["run0"] + w["rq0"] + w["vfork_wall"]
     total = g["run"] + g["rq"] + g["sleep"] + g["block"] + g["steal"]
+    stolen = steal_seconds() - steal0
     within(total, life, 0.01,
            "run + runqueue + sleep + block + steal against the threads' lives ("
            + ", ".join(f"{k} {g[k]:.4f}" for k in ("run", "rq", "sleep", "block", "steal"))
-           + f"; host steal {host_steal() - steal0:.4f})",
+           + f"; host steal {stolen:.4f})",
            after=2 * AFTER, before=w["run0"] + w["rq0"])
-    stolen = host_steal() - steal0
     assert g["steal"] <= stolen + 0.01, \
         f"steal {g['steal']:.4f} s, more than the host's in the test, {stolen:.4f} s"
 
@@ -115,13 +108,13 @@ def test_steal(agent, cleanup):
     def plumb_steal():
         return sum(select(agent.metrics(), METRICS["steal"]).values())
 
-    p0, h0 = plumb_steal(), host_steal()
+    p0, h0 = plumb_steal(), steal_seconds()
     busy = [subprocess.Popen(["sh", "-c", f"echo $$ > {cg_dir}/cgroup.procs; "
                               "exec timeout 3 sh -c 'while :; do :; done'"])
             for _ in range(os.cpu_count())]
     for b in busy:
         b.wait(timeout=60)
-    h1 = host_steal()
+    h1 = steal_seconds()
     time.sleep(1)  # the loops' exit records, on the agent's next tick
     p1 = plumb_steal()
     print(f"  steal while busy: plumb {p1 - p0:.4f} s, the host's {h1 - h0:.4f} s")
@@ -139,13 +132,13 @@ def test_iowait(agent, cleanup):
     part; not settled)."""
     cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/sched-dio")
     dev = loop_device(cleanup)
-    steal0 = host_steal()
+    steal0 = steal_seconds()
     w = run_in(cg_dir, f"dio:{dev}:{DIO_MS}")
     m = settle(agent, lambda m: got(m, cg)["run"] >= w["run"] * 0.98, timeout=10)
     g = got(m, cg)
     # on a CPU the hypervisor took (steal) the worker was neither running, runnable nor
     # blocked: the reads' wall time less that too (no more than the whole host's)
-    stolen = host_steal() - steal0
+    stolen = steal_seconds() - steal0
     assert g["steal"] <= stolen + 0.01, \
         f"steal {g['steal']:.4f} s, more than the host's in the test, {stolen:.4f} s"
     bound = w["dio_wall"] - w["dio_cpu"] - g["steal"] + w["move_block"]

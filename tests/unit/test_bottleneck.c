@@ -325,7 +325,7 @@ static void test_largest_share(void **state)
 	for (int i = 0; i < 20; i++) {
 		fill(cur, 7, &seed, starved);
 		assert_int_equal(bn_interval(c, cur, 7, cfg), 2);
-		assert_true(c[0].departed && c[1].departed && c[2].bottleneck);
+		assert_true(c[0].departed && c[1].departed && c[2].bottleneck && c[2].largest);
 		assert_true(c[2].share > 0.35 && c[2].share < 0.5);
 	}
 	/* component 0 three times slower, component 6 with 4 of its 204 packets held 1 ms */
@@ -333,7 +333,7 @@ static void test_largest_share(void **state)
 		fill(cur, 7, &seed, one);
 		add(&cur[6], 1e6, 4);
 		assert_int_equal(bn_interval(c, cur, 7, cfg), -1);
-		assert_true(c[0].departed && !c[6].departed);
+		assert_true(c[0].departed && !c[6].departed && c[6].largest && !c[0].largest);
 		assert_true(c[6].cur_mean - c[6].base_mean > c[0].cur_mean - c[0].base_mean);
 	}
 	fill(cur, 7, &seed, one);
