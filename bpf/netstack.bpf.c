@@ -24,6 +24,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include "netstack.h"
+#include "task.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -76,9 +77,24 @@ struct {
 	__type(value, struct netstack_recv);
 } ns_recvs SEC(".maps");
 
+/*
+ * Hypervisor steal (sched.bpf.c's steal_on): set by user space when the kernel keeps steal
+ * apart and the host has had some. Until then the receive path pays nothing for it.
+ */
+__u32 steal_on = 0;
+
+/*
+ * Where receive processing stands on a CPU. Each start carries the CPU's hypervisor steal at
+ * that instant (task_steal; 0 without steal_on): a packet whose wait inside the processing
+ * includes stolen time waited for the CPU, not behind other packets (ns_receive).
+ */
 struct netstack_cpu {
 	__u64 softirq_ts; /* the last NET_RX softirq's start on this CPU */
+	__u64 softirq_steal;
 	__u64 napi_ts; /* the last switch-in of a threaded-NAPI kthread on this CPU */
+	__u64 napi_steal;
+	__u64 steal_seen; /* the steal as the receives last saw it grow */
+	__u64 steal_seen_ts; /* when the first of them saw it */
 	__u32 napi_pid; /* that kthread */
 	__u32 pad;
 };
@@ -539,6 +555,7 @@ int BPF_PROG(ns_switch, bool preempt, struct task_struct *prev, struct task_stru
 	cpu = bpf_map_lookup_elem(&ns_cpu, &zero);
 	if (cpu) {
 		cpu->napi_ts = bpf_ktime_get_ns();
+		cpu->napi_steal = steal_on ? task_steal(next) : 0;
 		cpu->napi_pid = next->pid;
 	}
 	return 0;
@@ -557,9 +574,32 @@ int BPF_PROG(ns_softirq, unsigned int vec_nr)
 	if (vec_nr != NET_RX_SOFTIRQ)
 		return 0;
 	cpu = bpf_map_lookup_elem(&ns_cpu, &zero);
-	if (cpu)
+	if (cpu) {
 		cpu->softirq_ts = bpf_ktime_get_ns();
+		cpu->softirq_steal = steal_on ? task_steal(bpf_get_current_task_btf()) : 0;
+	}
 	return 0;
+}
+
+/*
+ * The hypervisor's steal of this CPU during a packet's wait inside the processing that started
+ * at start (the CPU's steal then: start_steal), the packet queued at queued. The steal is
+ * known only as it grows (task_steal): a packet queued after the receives saw its last growth
+ * counts from there, any other from the start. So a packet that came while the CPU was taken
+ * counts the whole of it (capped by its wait, in ns_receive).
+ */
+static __always_inline __u64 wait_stolen(struct netstack_cpu *cpu, __u64 queued, __u64 start,
+					 __u64 start_steal, __u64 now)
+{
+	__u64 steal = task_steal(bpf_get_current_task_btf()), base = start_steal;
+
+	if (cpu->steal_seen_ts > start && queued >= cpu->steal_seen_ts)
+		base = cpu->steal_seen;
+	if (steal > cpu->steal_seen) {
+		cpu->steal_seen = steal;
+		cpu->steal_seen_ts = now;
+	}
+	return steal > base ? steal - base : 0;
 }
 
 SEC("tp_btf/netif_receive_skb")
@@ -578,20 +618,31 @@ int BPF_PROG(ns_receive, struct sk_buff *skb)
 		 * Queued to a backlog or a NAPI ring at p->ts: the wait for the processing that
 		 * takes it, if that started after, then the wait inside it. The processing is
 		 * the NET_RX softirq, or for a ring in threaded NAPI the kthread running now.
+		 * Time the hypervisor took the CPU from the processing (no sched_switch shows
+		 * it) is a wait for the CPU too: it moves from the wait inside to softirq.
 		 */
-		__u64 start = 0;
+		__u64 start = 0, start_steal = 0, split, stolen = 0;
 
 		if (p->stage == NS_ST_RING) /* the receiving device, had GRO not seen it */
 			dev_ids(skb->dev, &p->ifindex, &p->netns);
 		cpu = bpf_map_lookup_elem(&ns_cpu, &zero);
 		if (cpu) {
 			start = cpu->softirq_ts;
+			start_steal = cpu->softirq_steal;
 			if (p->stage == NS_ST_RING && cpu->napi_pid &&
-			    cpu->napi_pid == (__u32)bpf_get_current_pid_tgid())
+			    cpu->napi_pid == (__u32)bpf_get_current_pid_tgid()) {
 				start = cpu->napi_ts;
+				start_steal = cpu->napi_steal;
+			}
 		}
-		if (start > p->ts && start < now)
-			segment(p, NS_SOFTIRQ, start, NS_ST_RX);
+		split = start > p->ts && start < now ? start : p->ts;
+		if (cpu && start_steal && start < now && now > split) {
+			stolen = wait_stolen(cpu, p->ts, start, start_steal, now);
+			if (stolen > now - split)
+				stolen = now - split;
+		}
+		if (split + stolen > p->ts)
+			segment(p, NS_SOFTIRQ, split + stolen, NS_ST_RX);
 		segment(p, NS_BACKLOG, now, NS_ST_RECEIVE);
 	} else if (p->stage == NS_ST_RECEIVE) {
 		segment(p, NS_FORWARD, now, NS_ST_RECEIVE); /* a bridge delivering it to itself */

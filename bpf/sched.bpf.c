@@ -127,24 +127,6 @@ static __always_inline __u64 task_rq_clock(struct task_struct *t)
 	return cfs && cfs->rq ? cfs->rq->clock : 0;
 }
 
-/*
- * The steal so far (ns) of the CPU a task is on (the switch: this one; the iterator: another
- * one); 0 where the kernel does not keep it. Loads straight through the task's BTF pointers
- * (a faulting one reads 0), not helper calls: the switch pays this on every context switch.
- * Every task has se.cfs_rq, whatever its class (set_task_rq), the idle task too.
- */
-static __always_inline __u64 task_steal(struct task_struct *t)
-{
-	struct cfs_rq *cfs;
-	struct rq *rq = NULL;
-
-	if (!bpf_core_field_exists(t->se.cfs_rq) || !bpf_core_field_exists(rq->prev_steal_time_rq))
-		return 0;
-	cfs = t->se.cfs_rq;
-	rq = cfs ? cfs->rq : NULL;
-	return rq ? rq->prev_steal_time_rq : 0;
-}
-
 /* A thread leaves its CPU: the steal of its time there (steal_on). */
 static __always_inline void steal_out(struct sched_thread *t, __u64 steal)
 {

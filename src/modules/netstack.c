@@ -22,6 +22,7 @@
 
 #include "clock.h"
 #include "detach.h"
+#include "host.h"
 #include "log.h"
 #include "plumb.h"
 #include "probe.h"
@@ -81,6 +82,8 @@ struct netstack_state {
 	 * NETSTACK_COUNT_MS
 	 */
 	uint64_t counted_ms, entries[NS_MAPS], evicted[NS_MAPS];
+	bool steal; /* the kernel keeps hypervisor steal apart (FEAT_STEAL) */
+	uint64_t steal_checked_ms;
 };
 
 /*
@@ -345,11 +348,26 @@ size_t netstack_series(struct plumb_module *m, const struct netstack_series **ou
 	return s->nseries;
 }
 
+/*
+ * Steal inside receive processing (the BPF side's steal_on) is followed from the first check
+ * that finds the host has had some: /proc/stat once a second until then.
+ */
+static void steal_check(struct netstack_state *s, uint64_t now)
+{
+	if (!s->steal || s->skel->bss->steal_on || now - s->steal_checked_ms < 1000)
+		return;
+	s->steal_checked_ms = now;
+	if (host_stolen())
+		__atomic_store_n(&s->skel->bss->steal_on, 1, __ATOMIC_RELAXED);
+}
+
 static int netstack_tick(struct plumb_module *m)
 {
 	struct netstack_state *s = m->priv;
+	uint64_t now = monotonic_ms();
 
-	if (monotonic_ms() - s->last_interval_ms < NETSTACK_INTERVAL_MS)
+	steal_check(s, now);
+	if (now - s->last_interval_ms < NETSTACK_INTERVAL_MS)
 		return 0;
 	return netstack_interval(m);
 }
@@ -696,6 +714,8 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 			 strerror(-err));
 		goto out_unload;
 	}
+	s->steal = kernel_has(FEAT_STEAL);
+	steal_check(s, monotonic_ms());
 	err = netstack_bpf__attach(s->skel);
 	if (err) {
 		snprintf(m->error, sizeof(m->error), "cannot attach to network tracepoints: %s",

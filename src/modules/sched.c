@@ -29,6 +29,7 @@
 #include "clock.h"
 #include "detach.h"
 #include "hashtab.h"
+#include "host.h"
 #include "plumb.h"
 #include "probe.h"
 #include "export/prom.h"
@@ -449,21 +450,6 @@ static bool bri_filling(const struct sched_state *s)
 	uint64_t made = __atomic_load_n(&s->skel->bss->bri_inserted, __ATOMIC_RELAXED);
 
 	return s->nbri + (made - s->bri_inserted) > s->bri_capacity / 4 * 3;
-}
-
-/* Whether the host has had steal time: /proc/stat's steal, the 8th number of its cpu line. */
-static bool host_stolen(void)
-{
-	unsigned long long v[8] = { 0 };
-	FILE *f = fopen("/proc/stat", "r");
-	int n;
-
-	if (!f)
-		return false;
-	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-		   &v[4], &v[5], &v[6], &v[7]);
-	fclose(f);
-	return n == 8 && v[7] > 0;
 }
 
 /*
