@@ -125,6 +125,50 @@ static double log_ratio(double mean, double base_mean)
 	return mean > 0 && base_mean > 0 ? log(mean / base_mean) : 0;
 }
 
+static int double_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), double_cmp);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/*
+ * The first norm of the spread, from the warm-up intervals' ln(p50) l[0..k): their average and
+ * variance, leaving out those further than 3 deviations (1.4826 times the median absolute
+ * deviation, at least min_spread) from their median. A few slow intervals while the host
+ * settles (seen: 4 of 10 at 100 times the rest, at the start of a CI run under hypervisor
+ * steal) would otherwise make the deviation so large that a later hundredfold slowdown
+ * stands 1-3 deviations out, is learned as normal, and widens it further.
+ */
+static void warm_spread(const double *l, size_t k, const struct bn_config *cfg, double *mu,
+			double *var, double *n)
+{
+	double v[BN_WARMUP_MAX], dev[BN_WARMUP_MAX], m, cut, sum = 0, sq = 0;
+	size_t kept = 0;
+
+	memcpy(v, l, k * sizeof(*v));
+	m = median(v, k);
+	for (size_t i = 0; i < k; i++)
+		dev[i] = fabs(l[i] - m);
+	cut = 3 * fmax(1.4826 * median(dev, k), cfg->min_spread);
+	for (size_t i = 0; i < k; i++) {
+		if (fabs(l[i] - m) > cut)
+			continue;
+		sum += l[i];
+		sq += l[i] * l[i];
+		kept++;
+	}
+	*mu = sum / kept; /* the median itself is always kept */
+	*var = fmax(0, sq / kept - *mu * *mu);
+	*n = (double)kept;
+}
+
 /* The interval's samples, folded into the baseline (a distribution summing to 1). */
 static void learn(struct bn_component *c, const struct bn_hist *cur, double n,
 		  const struct bn_config *cfg)
@@ -132,24 +176,22 @@ static void learn(struct bn_component *c, const struct bn_hist *cur, double n,
 	double lr, d;
 
 	if (!c->ready) {
-		double l = log(c->p50 > 1 ? c->p50 : 1), k, lsum, lsq, base_p50;
+		double mu, var, k, base_p50;
 
 		for (int b = 0; b < NETSTACK_BUCKETS; b++)
 			c->warm.count[b] += cur->count[b];
 		c->warm.sum_ns += cur->sum_ns;
-		c->warm_lsum += l;
-		c->warm_lsq += l * l;
-		if (++c->warm_intervals < cfg->warmup)
+		c->warm_l[c->warm_intervals] = log(c->p50 > 1 ? c->p50 : 1);
+		if (++c->warm_intervals < cfg->warmup && c->warm_intervals < BN_WARMUP_MAX)
 			return;
-		k = (double)c->warm_intervals;
-		lsum = c->warm_lsum;
-		lsq = c->warm_lsq;
+		/* before the load below clears the warm-up */
+		warm_spread(c->warm_l, c->warm_intervals, cfg, &mu, &var, &k);
 		bn_component_load(c, &c->warm, fmin(bn_hist_total(&c->warm), cfg->max_base_samples),
 				  0, 0);
 		/* the warm-up intervals' medians around the baseline's: the first norm of the spread */
 		base_p50 = bn_hist_quantile(&c->base, 0.5);
-		c->spread_mu = lsum / k - log(base_p50 > 1 ? base_p50 : 1);
-		c->spread_var = fmax(0, lsq / k - (lsum / k) * (lsum / k));
+		c->spread_mu = mu - log(base_p50 > 1 ? base_p50 : 1);
+		c->spread_var = var;
 		c->spread_n = k;
 		return;
 	}
@@ -177,13 +219,6 @@ static bool stands_out(const struct bn_component *c, const struct bn_config *cfg
 	return c->ready && (c->sigmas >= cfg->min_sigmas ||
 			    log_ratio(c->cur_mean, c->host_factor * c->base_mean) >=
 				    cfg->min_sigmas * spread_bound(c, cfg));
-}
-
-static int double_cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 /* The baseline's distribution scaled by f (>= 1): each bucket moved up by 4 log2(f). */

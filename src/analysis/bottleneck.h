@@ -37,9 +37,12 @@ double bn_hist_quantile(const struct bn_hist *h, double q);
 void bn_mann_whitney(const struct bn_hist *base, double n_base, const struct bn_hist *cur,
 		     double *a, double *z);
 
+/* The most warm-up intervals whose medians are kept for the first spread. */
+#define BN_WARMUP_MAX 32
+
 /* The method's constants (docs/netstack.md says why each is what it is). */
 struct bn_config {
-	size_t warmup; /* intervals with samples that make a component's first baseline */
+	size_t warmup; /* intervals that make a component's first baseline (at most BN_WARMUP_MAX) */
 	double alpha; /* afterwards, the weight of each unflagged interval in the baseline */
 	double min_samples; /* fewer in an interval: the component is not judged, not learned */
 	double min_effect; /* Vargha-Delaney A of a departure: 0.71 is a "large" effect */
@@ -66,7 +69,7 @@ struct bn_component {
 	/* ln(interval p50 / baseline p50) of normal intervals: average and variance */
 	double spread_mu, spread_var;
 	double spread_n; /* how many intervals they stand for (at most 1 / alpha) */
-	double warm_lsum, warm_lsq; /* the warm-up intervals' ln(p50): sum, sum of squares */
+	double warm_l[BN_WARMUP_MAX]; /* the warm-up intervals' ln(p50) */
 	bool ready; /* the baseline is learned (or loaded) */
 	/* the last interval */
 	double n, base_mean, base_p50, cur_mean, p50, p99, a, z;

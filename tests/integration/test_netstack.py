@@ -803,6 +803,22 @@ def debug_windows(want, w, c, v_in, v_out):
                    or (x["component"], x["device"], x["netns"]) == want])
 
 
+def wanted_state(want, docs):
+    """The wanted series in a window's intervals, for a failure message: its p50 and mean
+    against its baseline mean (us), samples a second, how many of its deviations out (and
+    the deviation), departed, and the host factor."""
+    out = []
+    for d in docs:
+        x = next((x for x in d["components"]
+                  if (x["component"], x["device"], x["netns"]) == want), None)
+        out.append("absent" if x is None else
+                   f"p50 {x['p50_s'] * 1e6:.0f} mean {x['mean_s'] * 1e6:.0f} baseline "
+                   f"{x['baseline_mean_s'] * 1e6:.0f} us {x['samples_per_s']:.0f}/s"
+                   f" {x['sigmas']:.1f} deviations of {x['baseline_spread']:.2f}"
+                   f"{' departed' if x['departed'] else ''} factor {d['host_factor']:.2f}")
+    return "; ".join(out)
+
+
 def trials(view, inject, remove, want, steal_cpu=None):
     """TRIALS rounds of: inject, a window, remove, a window. Returns the verdicts."""
     view.wait_ready(want)
@@ -823,11 +839,13 @@ def trials(view, inject, remove, want, steal_cpu=None):
         if os.environ.get("PLUMB_NETSTACK_DUMP"):  # the windows, for replaying the rules
             with open(os.environ["PLUMB_NETSTACK_DUMP"], "a") as f:
                 f.write(json.dumps({"want": want, "injected": w[-3:], "clean": c[-3:],
-                                    "stolen": stolen}) + "\n")
+                                    "stolen": stolen,
+                                    "start": view.docs[:20] if not seen else []}) + "\n")
         hits += v_in == want
         clean += v_out is None
         seen.append((v_in, v_out) + ((f"cpu{steal_cpu} stolen {stolen:.2f} s",)
-                                     if steal_cpu is not None else ()))
+                                     if steal_cpu is not None else ())
+                    + ((wanted_state(want, w[-3:]),) if v_in != want else ()))
     print(f"  {want}: named in {hits}/{TRIALS} trials, clean in {clean}/{TRIALS}")
     assert hits >= NEED and clean >= NEED, \
         f"want {want} in >= {NEED}/{TRIALS} and clean >= {NEED}/{TRIALS}: (injected, clean) " \
