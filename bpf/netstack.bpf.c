@@ -17,6 +17,13 @@
  *
  * Sampling: 1 in sample_every flows, by the flow hash (skb->hash, which TCP sets from the
  * socket), decided the same way at every event before any map lookup (followed()).
+ *
+ * Fields of the tracepoints' BTF pointers (skb, sk, dev, and pointers loaded from them) are
+ * read by direct loads (a faulting one reads 0), not bpf_probe_read_kernel() calls: the
+ * fingerprint alone read four skb fields at each of a packet's ~8 events. Under iperf3 with
+ * every flow followed the programs took ~17% less per packet (bpf_stats, 3 alternating
+ * pairs). A tcp_sock's or udp_sock's fields behind a struct sock pointer, and packet bytes,
+ * are still read by helper: the verifier knows the pointer only as a struct sock.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -172,9 +179,9 @@ static __always_inline __u64 mix(__u64 h, __u64 v)
  */
 static __always_inline __u64 headers_hash(struct sk_buff *skb)
 {
-	unsigned char *head = BPF_CORE_READ(skb, head);
-	__u16 nh = BPF_CORE_READ(skb, network_header), th = BPF_CORE_READ(skb, transport_header);
-	__u16 proto = bpf_ntohs(BPF_CORE_READ(skb, protocol));
+	unsigned char *head = skb->head;
+	__u16 nh = skb->network_header, th = skb->transport_header;
+	__u16 proto = bpf_ntohs(skb->protocol);
 	__u32 l4[2] = {}; /* ports, then the TCP sequence or UDP length and checksum */
 	__u64 f = 0, id = 0;
 	__u8 l4proto;
@@ -209,8 +216,8 @@ static __always_inline __u64 headers_hash(struct sk_buff *skb)
 
 static __always_inline void dev_ids(struct net_device *dev, __u32 *ifindex, __u32 *netns)
 {
-	*ifindex = BPF_CORE_READ(dev, ifindex);
-	*netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
+	*ifindex = dev->ifindex;
+	*netns = dev->nd_net.net->ns.inum;
 }
 
 /* w packets of ns each (w > 1 only for a merged receive-queue slot, struct netstack_recv) */
@@ -275,7 +282,7 @@ static __always_inline bool followed(struct sk_buff *skb)
 
 	if (sample_every <= 1)
 		return true;
-	hash = BPF_CORE_READ(skb, hash);
+	hash = skb->hash;
 	return hash && hash % sample_every == 0;
 }
 
@@ -319,9 +326,9 @@ static __always_inline void segment(struct netstack_pkt *p, __u32 c, __u64 now, 
  */
 static __always_inline void send_end(struct sk_buff *skb, struct netstack_pkt *p, __u64 now)
 {
-	unsigned char *head = BPF_CORE_READ(skb, head), *data = BPF_CORE_READ(skb, data);
-	__u16 th = BPF_CORE_READ(skb, transport_header);
-	struct sock *sk = BPF_CORE_READ(skb, sk);
+	unsigned char *head = skb->head, *data = skb->data;
+	__u16 th = skb->transport_header;
+	struct sock *sk = skb->sk;
 	struct netstack_send *snd;
 	__u32 tcp[4], hdr, len, off, seq, done = 0, i;
 	__u64 key = (__u64)sk;
@@ -333,7 +340,7 @@ static __always_inline void send_end(struct sk_buff *skb, struct netstack_pkt *p
 		return;
 	hdr = ((tcp[3] & 0xff) >> 4) * 4; /* data offset, in the byte after the ack number */
 	off = th - (__u32)(data - head) + hdr; /* from skb->data to the payload */
-	len = BPF_CORE_READ(skb, len);
+	len = skb->len;
 	len = len > off ? len - off : 0;
 	seq = bpf_ntohl(tcp[1]);
 	/* the oldest sends first: those this packet carries or that left before it */
@@ -418,7 +425,7 @@ int BPF_PROG(ns_sendmsg, struct sock *sk, struct msghdr *msg, struct sk_buff *sk
 	__u32 hash, n;
 
 	if (sample_every > 1) {
-		hash = BPF_CORE_READ(sk, sk_txhash); /* what TCP puts in its packets' skb->hash */
+		hash = sk->sk_txhash; /* what TCP puts in its packets' skb->hash */
 		if (!hash || hash % sample_every)
 			return 0;
 	}
@@ -462,7 +469,7 @@ int BPF_PROG(ns_start_xmit, struct sk_buff *skb, struct net_device *dev)
 /* Whether dev is a veth: its link type's kind, "veth". */
 static __always_inline bool is_veth(struct net_device *dev)
 {
-	const char *kind = BPF_CORE_READ(dev, rtnl_link_ops, kind);
+	const char *kind = dev->rtnl_link_ops ? dev->rtnl_link_ops->kind : NULL;
 	char k[5];
 
 	return kind && !bpf_probe_read_kernel(k, sizeof(k), kind) && k[0] == 'v' && k[1] == 'e' &&
@@ -483,7 +490,7 @@ int BPF_PROG(ns_xmit, struct sk_buff *skb, int rc, struct net_device *dev)
 
 	p = pkt_find(skb, false, &now);
 	/* its start_xmit was on this device: not a freed and reused skb from elsewhere */
-	if (!p || p->stage != NS_ST_XMIT || p->ifindex != BPF_CORE_READ(dev, ifindex))
+	if (!p || p->stage != NS_ST_XMIT || p->ifindex != dev->ifindex)
 		return 0;
 	if (is_veth(dev)) {
 		/* its peer receives by NAPI (GRO there): the packet waits in its ring */
@@ -788,9 +795,9 @@ int BPF_PROG(ns_data_ready, struct sock *sk)
 	__s64 ahead;
 	__u32 n;
 
-	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_UDP)
+	if (sk->sk_protocol != IPPROTO_UDP)
 		return 0;
-	skb = BPF_CORE_READ(sk, sk_receive_queue.prev);
+	skb = sk->sk_receive_queue.prev;
 	if (!skb || (void *)skb == (void *)&sk->sk_receive_queue)
 		return 0; /* empty: nothing was queued (another CPU's reader took it) */
 	p = pkt_find(skb, true, &now);
@@ -850,7 +857,7 @@ int BPF_PROG(ns_recv_length, struct sock *sk, int ret, int flags)
 	__u64 key = (__u64)sk, now = 0;
 	__u32 done = 0, i;
 
-	if (ret < 0 || (flags & MSG_PEEK) || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_UDP)
+	if (ret < 0 || (flags & MSG_PEEK) || sk->sk_protocol != IPPROTO_UDP)
 		return 0; /* every read on the host comes here: TCP leaves before any lookup */
 	w = bpf_map_lookup_elem(&ns_udp, &key);
 	if (!w)
@@ -898,7 +905,7 @@ int BPF_PROG(ns_recv_length, struct sock *sk, int ret, int flags)
 SEC("tp_btf/skb_copy_datagram_iovec")
 int BPF_PROG(ns_copy, struct sk_buff *skb, int len)
 {
-	struct sock *sk = BPF_CORE_READ(skb, sk);
+	struct sock *sk = skb->sk;
 	__u32 copied, done = 0, i;
 	struct netstack_recv *r;
 	__u64 key = (__u64)sk, now;
