@@ -264,11 +264,8 @@ int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 	 * more). A busy host slows every component alike; each is judged against its baseline
 	 * scaled by that factor, so only a component slower than the rest can depart.
 	 */
-	if (judged >= 3) {
-		qsort(ratio, judged, sizeof(double), double_cmp);
-		host = fmax(1, judged % 2 ? ratio[judged / 2] :
-					    (ratio[judged / 2 - 1] + ratio[judged / 2]) / 2);
-	}
+	if (judged >= 3)
+		host = fmax(1, median(ratio, judged));
 	free(ratio);
 	for (size_t i = 0; i < n; i++) {
 		struct bn_component *x = &c[i];
