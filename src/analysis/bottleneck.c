@@ -164,7 +164,7 @@ static void warm_spread(const double *l, size_t k, const struct bn_config *cfg, 
 		sq += l[i] * l[i];
 		kept++;
 	}
-	*mu = sum / kept; /* the median itself is always kept */
+	*mu = sum / kept; /* kept >= 1: the values nearest the median are within the cut */
 	*var = fmax(0, sq / kept - *mu * *mu);
 	*n = (double)kept;
 }
