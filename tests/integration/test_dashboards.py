@@ -34,9 +34,13 @@ from lib import (EMULATED, ROOT, Agent, Cleanup, Hosts, Prometheus, Runner, free
 GRAFANA = os.path.join(ROOT, "deploy", "grafana")
 PROM_CONFIG = os.path.join(ROOT, "deploy", "prometheus", "prometheus.yml")
 DASHBOARDS = ["plumb-io.json", "plumb-waits.json", "plumb-netstack.json", "plumb-traffic.json"]
-# s; 3 in emulated guests, where a scrape of every module can take more than a second (the
-# first 6.1 guest run: every scrape timed out at 1 s, so every series was stale)
-SCRAPE = 3 if EMULATED else 1
+# s, also Prometheus's scrape timeout. 5 in emulated guests, where a scrape of every module
+# takes seconds: the agent's own work in a scrape, 2-30 ms here, took up to 2.7 s there and
+# Prometheus saw up to 3.9 s with both CI guests at once (each guest's two CPUs are one host
+# thread, shared with the test's workloads), so a 3 s timeout failed scrapes and a failed
+# scrape makes every series stale until the next one (the first 6.1 guest run, at 1 s, timed
+# out every scrape)
+SCRAPE = 5 if EMULATED else 1
 # Grafana's $__rate_interval: max($__interval + scrape interval, 4 x scrape interval), with the
 # data source's scrape interval set to the server's and $__interval at most that
 RATE_INTERVAL = f"{4 * SCRAPE}s"
@@ -566,7 +570,26 @@ def check_dashboard(live, name, values, what):
                 failures += node_graph_edges(p["title"], answers, live)
     print(f"  {name} ({what}): {n} queries, {len(failures)} failed"
           + (f"; all 0, accepted, in {sorted(set(zero_ok))}" if zero_ok else ""))
+    if failures:
+        failures.insert(0, scrape_health(live, range_s))
     assert not failures, f"{name} ({what}):\n  " + "\n  ".join(failures)
+
+
+def scrape_health(live, range_s):
+    """Prometheus's scrapes of the agent over the test: a panel without data may be the agent's
+    or the scrapes' (a scrape slower than the timeout in a loaded guest keeps nothing)."""
+    parts = []
+    for label, expr in (("scrapes", f"count_over_time(up[{range_s}s])"),
+                        ("failed", f"count_over_time((up == 0)[{range_s}s:])"),
+                        ("slowest s", f"max_over_time(scrape_duration_seconds[{range_s}s])"),
+                        ("agent's slowest s",
+                         f"max_over_time(plumb_scrape_duration_seconds[{range_s}s])")):
+        data, err = api(live.prom, "query", query=expr)
+        parts.append(f"{label} {err or ' '.join(r['value'][1] for r in data['result']) or '-'}")
+    targets, err = api(live.prom, "targets")
+    for t in (targets or {}).get("activeTargets", []):
+        parts.append(f"target {t['health']}, last error {t['lastError'] or '-'}")
+    return "Prometheus: " + "; ".join(parts) + (f"; targets: {err}" if err else "")
 
 
 def main():

@@ -162,7 +162,11 @@ echo "time total $(mmss $(($(date +%s) - t_start)))"
 for k in "${bad[@]}"; do
 	echo
 	echo "--- $k: failures, and the last lines of $LOGS/$k.log"
-	grep -aE '^(FAIL|== result .* [1-9][0-9]* [0-9]+$)' "$LOGS/$k.log" 2>/dev/null || true
+	# each failure with the first lines of its message (indented below it), bounded
+	awk '/^FAIL/ { n = 0; shown++; if (shown <= 12) print; next }
+		/^== result .* [1-9][0-9]* [0-9]+$/ { print; n = 9; next }
+		/^[ \t]/ && n < 8 && shown <= 12 { print; n++; next } { n = 9 }' \
+		"$LOGS/$k.log" 2>/dev/null || true
 	echo "..."
 	tail -n 25 "$LOGS/$k.log" 2>/dev/null
 done
