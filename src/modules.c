@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,87 @@ void percpu_counters_sum(int map_fd, uint32_t n, uint64_t *out)
 			for (int c = 0; c < ncpus; c++)
 				out[k] += percpu[c];
 	free(percpu);
+}
+
+long map_read_all(const struct bpf_map *map, map_visit_fn visit, void *ctx)
+{
+	enum bpf_map_type type = bpf_map__type(map);
+	bool percpu = type == BPF_MAP_TYPE_PERCPU_HASH || type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+	int fd = bpf_map__fd(map), ncpus = percpu ? libbpf_num_possible_cpus() : 1;
+	size_t key_size = bpf_map__key_size(map), value_size = bpf_map__value_size(map);
+	__u32 batch_size = MAP_BATCH;
+	char *keys = NULL, *values = NULL, *key_copy = NULL, *value_copy = NULL;
+	__u64 batch = 0;
+	bool first = true;
+	long n = 0;
+	int err = 0;
+
+	if (ncpus < 1)
+		return ncpus ? ncpus : -EINVAL;
+	if (percpu)
+		value_size = (value_size + 7) / 8 * 8 * ncpus;
+	key_copy = malloc(key_size);
+	value_copy = malloc(value_size);
+	if (!key_copy || !value_copy)
+		err = -ENOMEM;
+	while (!err) {
+		__u32 count = batch_size;
+
+		if (!keys) {
+			keys = malloc(batch_size * key_size);
+			values = malloc(batch_size * value_size);
+			if (!keys || !values) {
+				err = -ENOMEM;
+				break;
+			}
+		}
+		err = bpf_map_lookup_batch(fd, first ? NULL : &batch, &batch, keys, values, &count,
+					   NULL);
+		if (err == -ENOSPC && !count && batch_size < (1u << 20)) {
+			/* a bucket holds more entries than a batch: the same bucket, larger */
+			batch_size *= 4;
+			free(keys);
+			free(values);
+			keys = values = NULL;
+			err = 0;
+			continue;
+		}
+		first = false;
+		for (__u32 i = 0; i < count; i++) {
+			const void *k = keys + i * key_size, *v = values + i * value_size;
+
+			/* packed one after another: a size not a multiple of 8 leaves them unaligned */
+			if (key_size % 8)
+				k = memcpy(key_copy, k, key_size);
+			if (value_size % 8)
+				v = memcpy(value_copy, v, value_size);
+			n++;
+			if (visit(ctx, k, v)) {
+				err = -ECANCELED;
+				break;
+			}
+		}
+	}
+	free(keys);
+	free(values);
+	free(key_copy);
+	free(value_copy);
+	return err == -ENOENT || err == -ECANCELED ? n : err; /* -ENOENT: the end */
+}
+
+static int count_entry(void *ctx, const void *key, const void *value)
+{
+	(void)ctx;
+	(void)key;
+	(void)value;
+	return 0;
+}
+
+uint64_t map_count(const struct bpf_map *map)
+{
+	long n = map_read_all(map, count_entry, NULL);
+
+	return n > 0 ? n : 0;
 }
 
 void health_add_map(struct module_health *h, const char *name, uint64_t entries, uint64_t capacity)

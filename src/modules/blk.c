@@ -114,30 +114,27 @@ static struct blk_entry *entry_get(struct blk_state *s, const struct blk_key *ke
 	return e;
 }
 
+static int read_entry(void *ctx, const void *key, const void *value)
+{
+	struct blk_state *s = ctx;
+	const __u64 *percpu = value;
+	struct blk_entry *e;
+	uint64_t sum = 0;
+
+	for (int c = 0; c < s->ncpus; c++)
+		sum += percpu[c];
+	e = entry_get(s, key);
+	if (e && sum > e->sectors)
+		e->sectors = sum;
+	return 0;
+}
+
 static int blk_read(struct blk_state *s)
 {
-	int fd = bpf_map__fd(s->skel->maps.blk_sectors);
-	struct blk_key key, *prev = NULL;
-	__u64 *percpu = calloc(s->ncpus, sizeof(*percpu));
-	size_t n = 0;
+	long n = map_read_all(s->skel->maps.blk_sectors, read_entry, s);
 
-	if (!percpu)
-		return -ENOMEM;
-	while (!bpf_map_get_next_key(fd, prev, &key)) {
-		struct blk_entry *e;
-		uint64_t sum = 0;
-
-		prev = &key;
-		n++;
-		if (bpf_map_lookup_elem(fd, &key, percpu))
-			continue;
-		for (int c = 0; c < s->ncpus; c++)
-			sum += percpu[c];
-		e = entry_get(s, &key);
-		if (e && sum > e->sectors)
-			e->sectors = sum;
-	}
-	free(percpu);
+	if (n < 0)
+		return n;
 	s->in_map = n;
 	return 0;
 }
@@ -207,39 +204,43 @@ static void collect_visit(const void *node, VISIT which, int depth)
 		collect_list[collect_n++] = *(struct blk_entry *const *)node;
 }
 
-static void collect_latency(struct blk_state *s, struct prom_writer *w)
-{
-	int fd = bpf_map__fd(s->skel->maps.blk_latency);
-	struct blk_lat *percpu = calloc(s->ncpus, sizeof(*percpu));
-	struct blk_lat_key key, *prev = NULL;
+struct latency_write {
+	struct blk_state *s;
+	struct prom_writer *w;
 	double bounds[BLK_LAT_BUCKETS - 1];
-	uint64_t counts[BLK_LAT_BUCKETS];
+};
+
+static int latency_entry(void *ctx, const void *k, const void *value)
+{
+	struct latency_write *lw = ctx;
+	const struct blk_lat_key *key = k;
+	const struct blk_lat *percpu = value;
+	uint64_t counts[BLK_LAT_BUCKETS] = { 0 }, sum_ns = 0;
 	struct prom_label l[2];
 
-	if (!percpu)
-		return;
+	if (key->op >= BLK_OPS)
+		return 0;
+	for (int c = 0; c < lw->s->ncpus; c++) {
+		for (int k = 0; k < BLK_LAT_BUCKETS; k++)
+			counts[k] += percpu[c].count[k];
+		sum_ns += percpu[c].sum_ns;
+	}
+	l[0] = (struct prom_label){ "device", disk_name(lw->s, key->dev) };
+	l[1] = (struct prom_label){ "op", blk_op_names[key->op] };
+	prom_histogram(lw->w, l, 2, lw->bounds, counts, BLK_LAT_BUCKETS - 1, sum_ns / 1e9);
+	return 0;
+}
+
+static void collect_latency(struct blk_state *s, struct prom_writer *w)
+{
+	struct latency_write lw = { .s = s, .w = w };
+
 	for (int k = 0; k < BLK_LAT_BUCKETS - 1; k++)
-		bounds[k] = ldexp(1.0, BLK_LAT_MIN_SHIFT + k) / 1e9;
+		lw.bounds[k] = ldexp(1.0, BLK_LAT_MIN_SHIFT + k) / 1e9;
 	prom_family(w, "plumb_blk_latency_seconds", PROM_HISTOGRAM,
 		    "Latency of the disk's requests, from when the block layer made each one to "
 		    "its completion, by op.");
-	while (!bpf_map_get_next_key(fd, prev, &key)) {
-		uint64_t sum_ns = 0;
-
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, percpu) || key.op >= BLK_OPS)
-			continue;
-		memset(counts, 0, sizeof(counts));
-		for (int c = 0; c < s->ncpus; c++) {
-			for (int k = 0; k < BLK_LAT_BUCKETS; k++)
-				counts[k] += percpu[c].count[k];
-			sum_ns += percpu[c].sum_ns;
-		}
-		l[0] = (struct prom_label){ "device", disk_name(s, key.dev) };
-		l[1] = (struct prom_label){ "op", blk_op_names[key.op] };
-		prom_histogram(w, l, 2, bounds, counts, BLK_LAT_BUCKETS - 1, sum_ns / 1e9);
-	}
-	free(percpu);
+	map_read_all(s->skel->maps.blk_latency, latency_entry, &lw);
 }
 
 static int blk_collect(struct plumb_module *m, struct prom_writer *w)
@@ -378,20 +379,13 @@ static void blk_health(struct plumb_module *m, struct module_health *h)
 		"thread_disks_full", "thread_storage_full",
 	};
 	uint64_t lost[BLK_LOST_REASONS];
-	int fd = bpf_map__fd(s->skel->maps.blk_latency);
-	struct blk_lat_key key, *prev = NULL;
-	size_t nlat = 0;
 
 	h->nmaps = h->nlost = 0;
 	percpu_counters_sum(bpf_map__fd(s->skel->maps.blk_lost), BLK_LOST_REASONS, lost);
 	for (__u32 r = 0; r < BLK_LOST_REASONS; r++)
 		health_add_lost(h, reasons[r], lost[r]);
-	while (!bpf_map_get_next_key(fd, prev, &key)) {
-		prev = &key;
-		nlat++;
-	}
 	health_add_map(h, "blk_sectors", s->in_map, BLK_SECTORS_MAX);
-	health_add_map(h, "blk_latency", nlat, BLK_LAT_MAX);
+	health_add_map(h, "blk_latency", map_count(s->skel->maps.blk_latency), BLK_LAT_MAX);
 	h->obj = s->skel->obj;
 }
 

@@ -168,10 +168,6 @@ struct flow_state {
 	unsigned int grace_s;
 	uint64_t last_expiry_ms;
 	uint64_t tracks_full, aggs_full, ends_full, found_at_start;
-	__u64 keys[FLOW_BATCH];
-	struct flow_conn values[FLOW_BATCH];
-	struct flow_dgram_key dgram_keys[FLOW_BATCH];
-	struct flow_unix unix_values[FLOW_BATCH];
 	uint64_t in_dgram, in_unix;
 	struct flow_netns *netnses; /* counting from counters: namespaces walked per read */
 	size_t nnetns;
@@ -814,43 +810,29 @@ static void unix_peer_string(const char *path, size_t len, char *out, size_t out
 	out[n] = '\0';
 }
 
-/* Reads one kernel map whole; visit() gets each entry. The number of entries. */
-static uint64_t map_read(int fd, void *keys, size_t key_size, void *values, size_t value_size,
-			 void (*visit)(struct flow_state *s, const void *key, const void *value),
-			 struct flow_state *s)
+/* Reads one kernel map whole; the number of entries (0 when the read fails). */
+static uint64_t entries_read(const struct bpf_map *map, map_visit_fn visit, struct flow_state *s)
 {
-	__u64 batch = 0;
-	bool first = true;
-	uint64_t n = 0;
+	long n = map_read_all(map, visit, s);
 
-	for (;;) {
-		__u32 count = FLOW_BATCH;
-		int err = bpf_map_lookup_batch(fd, first ? NULL : &batch, &batch, keys, values,
-					       &count, NULL);
-
-		first = false;
-		for (__u32 i = 0; i < count; i++)
-			visit(s, (const char *)keys + i * key_size,
-			      (const char *)values + i * value_size);
-		n += count;
-		if (err)
-			return n; /* -ENOENT: the end */
-	}
+	return n > 0 ? n : 0;
 }
 
-static void read_tcp(struct flow_state *s, const void *k, const void *v)
+static int read_tcp(void *ctx, const void *k, const void *v)
 {
 	struct flow_track_key key = { .cookie = *(const __u64 *)k, .proto = FLOW_PROTO_TCP };
 	const struct flow_conn *c = v;
+	struct flow_state *s = ctx;
 	struct flow_track *t;
 
 	if (!c->established)
-		return;
+		return 0;
 	t = track_get(s, &key, c);
 	if (!t || t->closed)
-		return; /* closed: a later entry of the same socket (TCP_CLOSE ends) */
+		return 0; /* closed: a later entry of the same socket (TCP_CLOSE ends) */
 	t->read_gen = s->read_gen;
 	track_apply(s, t, c, false);
+	return 0;
 }
 
 static void dgram_track_key(const struct flow_dgram_key *k, struct flow_track_key *key)
@@ -863,32 +845,36 @@ static void dgram_track_key(const struct flow_dgram_key *k, struct flow_track_ke
 	key->proto = FLOW_PROTO_UDP;
 }
 
-static void read_dgram(struct flow_state *s, const void *k, const void *v)
+static int read_dgram(void *ctx, const void *k, const void *v)
 {
+	struct flow_state *s = ctx;
 	struct flow_track_key key;
 	struct flow_track *t;
 
 	dgram_track_key(k, &key);
 	t = track_get(s, &key, v);
 	if (!t)
-		return;
+		return 0;
 	t->read_gen = s->read_gen;
 	track_apply(s, t, v, false);
+	return 0;
 }
 
-static void read_unix(struct flow_state *s, const void *k, const void *v)
+static int read_unix(void *ctx, const void *k, const void *v)
 {
 	struct flow_track_key key = { .cookie = *(const __u64 *)k, .proto = FLOW_PROTO_UNIX };
 	const struct flow_unix *u = v;
+	struct flow_state *s = ctx;
 	struct flow_track *t;
 
 	t = track_get(s, &key, &u->conn);
 	if (!t)
-		return;
+		return 0;
 	if (!t->path[0])
 		unix_peer_string(u->path, u->path_len, t->path, sizeof(t->path));
 	t->read_gen = s->read_gen;
 	track_apply(s, t, &u->conn, false);
+	return 0;
 }
 
 /* A UDP flow or unix socket idle for FLOW_IDLE_MS leaves the kernel map with its last counts. */
@@ -923,16 +909,11 @@ static void flow_read(struct flow_state *s)
 	if (s->bytes == FLOW_BYTES_COUNTERS)
 		flow_iterate_all(s, monotonic_ms());
 	s->read_gen++;
-	s->in_map = map_read(bpf_map__fd(s->skel->maps.flow_conns), s->keys, sizeof(s->keys[0]),
-			     s->values, sizeof(s->values[0]), read_tcp, s);
+	s->in_map = entries_read(s->skel->maps.flow_conns, read_tcp, s);
 	if (s->dgram_on)
-		s->in_dgram = map_read(bpf_map__fd(s->skel->maps.flow_dgram), s->dgram_keys,
-				       sizeof(s->dgram_keys[0]), s->values, sizeof(s->values[0]),
-				       read_dgram, s);
+		s->in_dgram = entries_read(s->skel->maps.flow_dgram, read_dgram, s);
 	if (s->unix_on)
-		s->in_unix =
-			map_read(bpf_map__fd(s->skel->maps.flow_unix), s->keys, sizeof(s->keys[0]),
-				 s->unix_values, sizeof(s->unix_values[0]), read_unix, s);
+		s->in_unix = entries_read(s->skel->maps.flow_unix, read_unix, s);
 	owners_find(s);
 	sweep_state = s;
 	sweep_now = monotonic_ms();

@@ -61,7 +61,6 @@ struct io_state {
 	void *entries; /* tsearch tree of struct io_entry */
 	size_t nentries;
 	int ncpus;
-	struct io_stats *percpu; /* one lookup's per-CPU values */
 	unsigned int grace_s;
 	uint32_t capacity;
 	uint64_t in_map; /* keys in the kernel map at the last read */
@@ -218,29 +217,29 @@ static void stats_add(struct io_stats *dst, const struct io_stats *src)
 		d[i] += a[i];
 }
 
-/* Copy the BPF map into the entries: one lookup per key, summing the CPUs. */
-static void read_map(struct io_state *s)
+static int read_entry(void *ctx, const void *key, const void *value)
 {
-	int fd = bpf_map__fd(s->skel->maps.io_stats);
-	struct io_key key, next, *prev = NULL;
+	struct io_state *s = ctx;
+	const struct io_stats *percpu = value;
 	struct io_entry *e;
 
-	s->in_map = 0;
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		key = next;
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, s->percpu))
-			continue; /* deleted meanwhile */
-		s->in_map++;
-		e = entry_get(s, &key);
-		if (!e) {
-			s->entries_full++; /* counted again at each read while it lasts */
-			continue;
-		}
-		memset(&e->kernel, 0, sizeof(e->kernel));
-		for (int cpu = 0; cpu < s->ncpus; cpu++)
-			stats_add(&e->kernel, &s->percpu[cpu]);
+	s->in_map++;
+	e = entry_get(s, key);
+	if (!e) {
+		s->entries_full++; /* counted again at each read while it lasts */
+		return 0;
 	}
+	memset(&e->kernel, 0, sizeof(e->kernel));
+	for (int cpu = 0; cpu < s->ncpus; cpu++)
+		stats_add(&e->kernel, &percpu[cpu]);
+	return 0;
+}
+
+/* Copy the BPF map into the entries, summing the CPUs. */
+static void read_map(struct io_state *s)
+{
+	s->in_map = 0;
+	map_read_all(s->skel->maps.io_stats, read_entry, s);
 }
 
 static void resolve_entry(struct io_state *s, struct io_entry *e)
@@ -613,7 +612,6 @@ static void io_unload(struct plumb_module *m)
 	cgroup_cache_free(s->cgroups);
 	mount_cache_free(s->mounts);
 	tdestroy(s->entries, free_entry);
-	free(s->percpu);
 	free(s);
 	m->priv = NULL;
 }
@@ -763,10 +761,9 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 		snprintf(m->error, sizeof(m->error), "cannot count CPUs");
 		goto out_unload;
 	}
-	s->percpu = calloc(s->ncpus, sizeof(*s->percpu));
 	s->cgroups = cgroup_cache_new(cfg->cgroup_root, 4 * (size_t)s->capacity);
 	s->mounts = mount_cache_new(IO_MOUNT_NAMESPACES, IO_RESOLVE_RESCAN_MS);
-	if (!s->percpu || !s->cgroups || !s->mounts) {
+	if (!s->cgroups || !s->mounts) {
 		err = -ENOMEM;
 		snprintf(m->error, sizeof(m->error), "out of memory");
 		goto out_unload;

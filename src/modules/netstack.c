@@ -91,7 +91,6 @@ struct netstack_state {
  * refreshed at most this often, not at every scrape.
  */
 #define NETSTACK_COUNT_MS 10000
-#define NETSTACK_BATCH	  1024
 
 static uint32_t netns_inode(const char *path)
 {
@@ -271,52 +270,58 @@ static void recorded_apply(struct netstack_state *s, struct netstack_series *x)
 	}
 }
 
+struct interval_read {
+	struct netstack_state *s;
+	struct bn_hist *cur;
+};
+
+/* One series' histogram: its interval is what was added since the last read. */
+static int interval_entry(void *ctx, const void *k, const void *value)
+{
+	struct interval_read *r = ctx;
+	struct netstack_state *s = r->s;
+	const struct netstack_hist *percpu = value;
+	const struct netstack_key *key = k;
+	struct bn_hist now_total = { 0 }, *cur;
+	const struct netstack_name *n;
+	struct netstack_series *x;
+
+	if (key->component >= NS_COMPONENTS)
+		return 0;
+	x = series_get(s, key);
+	if (!x)
+		return 0;
+	for (int c = 0; c < s->ncpus; c++) {
+		for (int b = 0; b < NETSTACK_BUCKETS; b++)
+			now_total.count[b] += percpu[c].count[b];
+		now_total.sum_ns += percpu[c].sum_ns;
+	}
+	/* counters only grow */
+	cur = &r->cur[x - s->series];
+	for (int b = 0; b < NETSTACK_BUCKETS; b++)
+		cur->count[b] = fmax(0, now_total.count[b] - x->total.count[b]);
+	cur->sum_ns = fmax(0, now_total.sum_ns - x->total.sum_ns);
+	x->total = now_total;
+	n = name_of(s, key->netns, key->ifindex);
+	snprintf(x->device, sizeof(x->device), "%s", n->device);
+	snprintf(x->netns_name, sizeof(x->netns_name), "%s", n->netns_name);
+	series_name_workload(s, x);
+	recorded_apply(s, x);
+	return 0;
+}
+
 int netstack_interval(struct plumb_module *m)
 {
 	struct netstack_state *s = m->priv;
-	int fd = bpf_map__fd(s->skel->maps.ns_hists);
-	struct netstack_hist *percpu = calloc(s->ncpus, sizeof(*percpu));
-	struct netstack_key key, *prev = NULL;
 	struct bn_hist *cur;
 	uint64_t now = monotonic_ms();
 	double secs = s->last_interval_ms ? (now - s->last_interval_ms) / 1e3 : 0;
 
 	cur = calloc(NETSTACK_HISTS_MAX, sizeof(*cur));
-	if (!percpu || !cur) {
-		free(percpu);
-		free(cur);
+	if (!cur)
 		return -ENOMEM;
-	}
 	series_expire(s, now);
-	while (!bpf_map_get_next_key(fd, prev, &key)) {
-		struct netstack_series *x;
-		struct bn_hist now_total = { 0 };
-		const struct netstack_name *n;
-
-		prev = &key;
-		if (key.component >= NS_COMPONENTS || bpf_map_lookup_elem(fd, &key, percpu))
-			continue;
-		x = series_get(s, &key);
-		if (!x)
-			continue;
-		for (int c = 0; c < s->ncpus; c++) {
-			for (int b = 0; b < NETSTACK_BUCKETS; b++)
-				now_total.count[b] += percpu[c].count[b];
-			now_total.sum_ns += percpu[c].sum_ns;
-		}
-		/* the interval: what was added since the last read (counters only grow) */
-		for (int b = 0; b < NETSTACK_BUCKETS; b++)
-			cur[x - s->series].count[b] =
-				fmax(0, now_total.count[b] - x->total.count[b]);
-		cur[x - s->series].sum_ns = fmax(0, now_total.sum_ns - x->total.sum_ns);
-		x->total = now_total;
-		n = name_of(s, key.netns, key.ifindex);
-		snprintf(x->device, sizeof(x->device), "%s", n->device);
-		snprintf(x->netns_name, sizeof(x->netns_name), "%s", n->netns_name);
-		series_name_workload(s, x);
-		recorded_apply(s, x);
-	}
-	free(percpu);
+	map_read_all(s->skel->maps.ns_hists, interval_entry, &(struct interval_read){ s, cur });
 	for (size_t i = 0; i < s->nseries; i++) {
 		s->series[i].last = cur[i];
 		s->series[i].rate = secs > 0 ? bn_hist_total(&cur[i]) / secs : 0;
@@ -430,34 +435,10 @@ static int netstack_collect(struct plumb_module *m, struct prom_writer *w)
 }
 
 /*
- * Entries in a hash map keyed by a pointer (skb or socket), read bucket by bucket: a walk by
- * get_next_key starts over from the first key whenever the key it stands on is deleted, which
- * on a busy map counts entries twice or never ends.
+ * Entries in a hash map keyed by a pointer (skb or socket) are counted bucket by bucket
+ * (map_count): a walk by get_next_key starts over from the first key whenever the key it
+ * stands on is deleted, which on a busy map counts entries twice or never ends.
  */
-static uint64_t map_entries(struct bpf_map *map)
-{
-	int fd = bpf_map__fd(map);
-	__u64 keys[NETSTACK_BATCH], batch = 0;
-	void *values = malloc((size_t)NETSTACK_BATCH * bpf_map__value_size(map));
-	uint64_t n = 0;
-	bool first = true;
-
-	if (!values)
-		return 0;
-	for (;;) {
-		__u32 count = NETSTACK_BATCH;
-		int err = bpf_map_lookup_batch(fd, first ? NULL : &batch, &batch, keys, values,
-					       &count, NULL);
-
-		n += count; /* also on the last batch (ENOENT) */
-		first = false;
-		if (err)
-			break;
-	}
-	free(values);
-	return n;
-}
-
 /*
  * An LRU map full drops its least recently used entries to make room without telling the
  * program; what was inserted, not deleted and is not there was evicted. The counters are read
@@ -476,7 +457,7 @@ static void lru_count(struct netstack_state *s)
 		int64_t evicted;
 
 		percpu_counters_sum(fd, NS_MAPS * 2, before);
-		s->entries[m] = map_entries(maps[m]);
+		s->entries[m] = map_count(maps[m]);
 		percpu_counters_sum(fd, NS_MAPS * 2, after);
 		evicted = (int64_t)(before[NS_CHURN_INSERT(m)] - after[NS_CHURN_DELETE(m)] -
 				    s->entries[m]);

@@ -376,30 +376,64 @@ static int bri_age_cmp(const void *a, const void *b)
  * socket after another (a server's worker) adds an entry per connection, and would fill the
  * map with sockets long closed, leaving none for the ones it waits on now.
  */
-static void wait_evict(struct sched_state *s, int fd)
-{
-	size_t cap = s->nbri, n = 0, keep = s->bri_capacity / 2;
-	struct wait_key key, *prev = NULL;
-	struct bri_age *e = calloc(cap ? cap : 1, sizeof(*e));
-	struct wait_val v;
+struct bri_ages {
+	struct bri_age *e;
+	size_t n, cap;
+};
 
-	if (!e)
+static int bri_age_add(void *ctx, const void *key, const void *value)
+{
+	struct bri_ages *a = ctx;
+
+	a->e[a->n].key = *(const struct wait_key *)key;
+	a->e[a->n].last_ns = ((const struct wait_val *)value)->last_ns;
+	return ++a->n == a->cap;
+}
+
+static void wait_evict(struct sched_state *s)
+{
+	const struct bpf_map *map = s->skel->maps.wait_bri;
+	struct bri_ages a = { .cap = s->nbri ? s->nbri : 1 };
+	size_t keep = s->bri_capacity / 2;
+
+	a.e = calloc(a.cap, sizeof(*a.e));
+	if (!a.e)
 		return;
-	while (n < cap && !bpf_map_get_next_key(fd, prev, &key)) {
-		e[n].key = key;
-		prev = &e[n].key;
-		if (!bpf_map_lookup_elem(fd, &key, &v)) {
-			e[n].last_ns = v.last_ns;
-			n++;
-		}
-	}
-	qsort(e, n, sizeof(*e), bri_age_cmp);
-	for (size_t i = 0; i + keep < n; i++)
-		if (!bpf_map_delete_elem(fd, &e[i].key)) {
+	map_read_all(map, bri_age_add, &a);
+	qsort(a.e, a.n, sizeof(*a.e), bri_age_cmp);
+	for (size_t i = 0; i + keep < a.n; i++)
+		if (!bpf_map_delete_elem(bpf_map__fd(map), &a.e[i].key)) {
 			s->bri_evicted++;
 			s->nbri--;
 		}
-	free(e);
+	free(a.e);
+}
+
+struct bri_gone {
+	struct sched_state *s;
+	struct wait_key *keys;
+	size_t n, cap;
+};
+
+static int bri_gone_add(void *ctx, const void *key, const void *value)
+{
+	struct bri_gone *g = ctx;
+	const struct wait_key *k = key;
+
+	(void)value;
+	if (tid_find(g->s, k->tid))
+		return 0;
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? g->cap * 2 : 64;
+		struct wait_key *keys = realloc(g->keys, cap * sizeof(*keys));
+
+		if (!keys)
+			return 1;
+		g->keys = keys;
+		g->cap = cap;
+	}
+	g->keys[g->n++] = *k;
+	return 0;
 }
 
 /*
@@ -409,33 +443,18 @@ static void wait_evict(struct sched_state *s, int fd)
 static void wait_prune(struct sched_state *s, uint64_t now)
 {
 	int fd = bpf_map__fd(s->skel->maps.wait_bri);
-	struct wait_key key, next, *gone = NULL;
-	size_t ngone = 0, cap = 0, n = 0;
-	void *prev = NULL;
+	struct bri_gone g = { .s = s };
+	long n;
 
 	s->bri_inserted = __atomic_load_n(&s->skel->bss->bri_inserted, __ATOMIC_RELAXED);
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
-		key = next;
-		prev = &key;
-		n++;
-		if (tid_find(s, key.tid))
-			continue;
-		if (ngone == cap) {
-			struct wait_key *g = realloc(gone, (cap ? cap * 2 : 64) * sizeof(*g));
-
-			if (!g)
-				break;
-			gone = g;
-			cap = cap ? cap * 2 : 64;
-		}
-		gone[ngone++] = key;
-	}
-	for (size_t i = 0; i < ngone; i++)
-		bpf_map_delete_elem(fd, &gone[i]);
-	free(gone);
-	s->nbri = n - ngone;
+	n = map_read_all(s->skel->maps.wait_bri, bri_gone_add, &g);
+	for (size_t i = 0; i < g.n; i++)
+		bpf_map_delete_elem(fd, &g.keys[i]);
+	free(g.keys);
+	if (n >= 0)
+		s->nbri = (size_t)n > g.n ? n - g.n : 0;
 	if (s->nbri > s->bri_capacity / 4 * 3)
-		wait_evict(s, fd);
+		wait_evict(s);
 	s->last_prune_ms = now;
 }
 
@@ -974,11 +993,24 @@ static struct json_object *wait_resource(const struct wait_key *k, const struct 
  * Every (thread, resource) with waits: wait_bri's entries and each thread's slot, sorted by
  * key and merged. The caller frees *out.
  */
+struct wait_entries {
+	struct wait_entry *e;
+	size_t n, cap;
+};
+
+static int wait_entry_add(void *ctx, const void *key, const void *value)
+{
+	struct wait_entries *w = ctx;
+
+	w->e[w->n].key = *(const struct wait_key *)key;
+	w->e[w->n].val = *(const struct wait_val *)value;
+	return ++w->n == w->cap;
+}
+
 static int wait_entries(struct sched_state *s, struct wait_entry **out, size_t *nout)
 {
-	int fd = bpf_map__fd(s->skel->maps.wait_bri);
 	size_t n = 0, m = 0, cap = s->bri_capacity + s->ntids;
-	struct wait_key key, *prev = NULL;
+	struct wait_entries w = { .cap = cap };
 	struct wait_entry *e;
 	struct hnode *node;
 
@@ -986,15 +1018,11 @@ static int wait_entries(struct sched_state *s, struct wait_entry **out, size_t *
 	*nout = 0;
 	if (!s->wait_on)
 		return 0;
-	e = calloc(cap, sizeof(*e));
+	e = w.e = calloc(cap, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
-	while (n < cap && !bpf_map_get_next_key(fd, prev, &key)) {
-		e[n].key = key;
-		prev = &e[n].key;
-		if (!bpf_map_lookup_elem(fd, &key, &e[n].val))
-			n++;
-	}
+	map_read_all(s->skel->maps.wait_bri, wait_entry_add, &w);
+	n = w.n;
 	for (size_t b = 0; b <= s->tids.mask; b++)
 		for (node = s->tids.buckets[b]; node && n < cap; node = node->next) {
 			struct sched_tid *t = (struct sched_tid *)node;
