@@ -488,6 +488,14 @@ int BPF_PROG(ns_xmit, struct sk_buff *skb, int rc, struct net_device *dev)
 	__u64 key = (__u64)skb, now;
 	struct netstack_pkt *p;
 
+	/*
+	 * A flow not followed costs a load here, not a lookup. After a veth's transmit the skb is
+	 * its peer's, maybe received and freed on another CPU already: its hash may then be
+	 * another packet's. A sampled packet skipped so is still at NS_ST_XMIT when its peer
+	 * takes it (ns_rx, ns_gro end its crossing there); one on another device ages out.
+	 */
+	if (!followed(skb))
+		return 0;
 	p = pkt_find(skb, false, &now);
 	/* its start_xmit was on this device: not a freed and reused skb from elsewhere */
 	if (!p || p->stage != NS_ST_XMIT || p->ifindex != dev->ifindex)
@@ -552,12 +560,11 @@ int BPF_PROG(ns_switch, bool preempt, struct task_struct *prev, struct task_stru
 {
 	struct netstack_cpu *cpu;
 	__u32 zero = 0;
-	char c[5];
 
 	if (!(next->flags & PF_KTHREAD))
 		return 0;
-	if (bpf_probe_read_kernel(c, sizeof(c), next->comm) || c[0] != 'n' || c[1] != 'a' ||
-	    c[2] != 'p' || c[3] != 'i' || c[4] != '/')
+	if (next->comm[0] != 'n' || next->comm[1] != 'a' || next->comm[2] != 'p' ||
+	    next->comm[3] != 'i' || next->comm[4] != '/')
 		return 0;
 	cpu = bpf_map_lookup_elem(&ns_cpu, &zero);
 	if (cpu) {
