@@ -15,6 +15,7 @@ import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -730,6 +731,15 @@ VIEW_INTERVAL = 0.3  # s
 # intervals per trial window; the verdict is the majority of its last 3. Under emulation
 # (tests/vm) a queue built while the cause was on takes longer to drain after it is gone.
 WINDOW = 10 if EMULATED else 5
+# (b) on a host whose hypervisor takes the NAPI thread's CPU for more than STEAL_VOID of the
+# time while the baselines are learned, or of the injected windows (median): the softirq
+# wait is then the hypervisor's as much as the hog's. make test saw 0.3-0.8 s of each 1.5 s
+# window stolen, softirq's baseline at 1-2 ms, and nothing named; and a run whose warm-up
+# alone had the steal learned a 1.3-1.5 ms baseline, above the hog's own 0.9 ms in windows
+# with no steal. A failed attempt under that much steal says nothing of plumb: it is void and
+# the scenario runs again, ATTEMPTS in all; a passed one counts under any steal, a failed
+# one under less steal fails, and so do ATTEMPTS voids.
+STEAL_VOID, ATTEMPTS = 0.15, 3
 # The scenarios' UDP flow, and (a)'s rate limit under it. Emulated guests get a quarter: at
 # 16 Mbit/s a 6.12 guest's CPU, busy with the 3,000-rule chain, made the receiver read late,
 # and its socket queue (UDP's socket stage, 6.6+) outgrew the forwarding it was behind.
@@ -821,9 +831,12 @@ def wanted_state(want, docs):
 
 def trials(view, inject, remove, want, steal_cpu=None):
     """TRIALS rounds of: inject, a window, remove, a window. Returns the verdicts."""
+    t0, s0 = time.monotonic(), steal_seconds(steal_cpu) if steal_cpu is not None else 0
     view.wait_ready(want)
     view.next(WINDOW)  # settled
-    hits, clean, seen = 0, 0, []
+    # the baselines were learned meanwhile
+    warm = (steal_seconds(steal_cpu) - s0) / (time.monotonic() - t0) if steal_cpu is not None else 0
+    hits, clean, seen, stolen_all = 0, 0, [], []
     for _ in range(TRIALS):
         s0 = steal_seconds(steal_cpu) if steal_cpu is not None else 0
         inject()
@@ -832,6 +845,8 @@ def trials(view, inject, remove, want, steal_cpu=None):
         finally:
             remove()
         stolen = steal_seconds(steal_cpu) - s0 if steal_cpu is not None else 0
+        if steal_cpu is not None:
+            stolen_all.append(stolen)
         c = view.next(WINDOW)
         v_in, v_out = verdict(w[-3:]), verdict(c[-3:])
         if os.environ.get("PLUMB_NETSTACK_DEBUG"):
@@ -847,6 +862,13 @@ def trials(view, inject, remove, want, steal_cpu=None):
                                      if steal_cpu is not None else ())
                     + ((wanted_state(want, w[-3:]),) if v_in != want else ()))
     print(f"  {want}: named in {hits}/{TRIALS} trials, clean in {clean}/{TRIALS}")
+    if (hits < NEED or clean < NEED) and stolen_all:
+        share = statistics.median(stolen_all) / (WINDOW * VIEW_INTERVAL)
+        if max(share, warm) > STEAL_VOID:
+            raise Void(f"named in {hits}/{TRIALS}, clean in {clean}/{TRIALS} with the "
+                       f"hypervisor taking cpu{steal_cpu} {warm:.0%} of the time while the "
+                       f"baselines were learned and {share:.0%} of the injected windows "
+                       f"(median; void above {STEAL_VOID:.0%}): {seen}")
     assert hits >= NEED and clean >= NEED, \
         f"want {want} in >= {NEED}/{TRIALS} and clean >= {NEED}/{TRIALS}: (injected, clean) " \
         f"verdicts {seen}"
@@ -1076,12 +1098,23 @@ def scenario_netfilter(hosts, cleanup):
            lambda: sh(*nft, "delete", "table", "bridge", "plumbtest"), ("forward", "port1", sw))
 
 
+class Void(Exception):
+    """An attempt the host's hypervisor made meaningless (see STEAL_VOID)."""
+
+
 def run_scenario(fn, hosts):
-    cleanup = Cleanup()
-    try:
-        fn(hosts, cleanup)
-    finally:
-        cleanup.run()
+    for attempt in range(1, ATTEMPTS + 1):
+        cleanup = Cleanup()
+        try:
+            fn(hosts, cleanup)
+            return
+        except Void as e:
+            if attempt == ATTEMPTS:
+                raise AssertionError(f"{ATTEMPTS} attempts, each void; the last: {e}")
+            print(f"  attempt {attempt} void: {e}; once more in 10 s")
+        finally:
+            cleanup.run()
+        time.sleep(10)
 
 
 def main():
