@@ -358,16 +358,34 @@ static void sched_expire(struct sched_state *s, uint64_t now)
 	s->last_expiry_ms = now;
 }
 
-struct bri_age {
-	uint64_t last_ns;
+struct wait_entry {
 	struct wait_key key;
+	struct wait_val val;
 };
 
-static int bri_age_cmp(const void *a, const void *b)
-{
-	const struct bri_age *x = a, *y = b;
+_Static_assert(sizeof(struct wait_entry) == sizeof(struct sched_wait_sample) &&
+		       offsetof(struct wait_entry, val) == offsetof(struct sched_wait_sample, val),
+	       "sched_snapshot hands wait entries out as samples");
 
-	return (x->last_ns > y->last_ns) - (x->last_ns < y->last_ns);
+struct wait_entries {
+	struct wait_entry *e;
+	size_t n, cap;
+};
+
+static int wait_entry_add(void *ctx, const void *key, const void *value)
+{
+	struct wait_entries *w = ctx;
+
+	w->e[w->n].key = *(const struct wait_key *)key;
+	w->e[w->n].val = *(const struct wait_val *)value;
+	return ++w->n == w->cap;
+}
+
+static int last_ns_cmp(const void *a, const void *b)
+{
+	const struct wait_entry *x = a, *y = b;
+
+	return (x->val.last_ns > y->val.last_ns) - (x->val.last_ns < y->val.last_ns);
 }
 
 /*
@@ -376,31 +394,17 @@ static int bri_age_cmp(const void *a, const void *b)
  * socket after another (a server's worker) adds an entry per connection, and would fill the
  * map with sockets long closed, leaving none for the ones it waits on now.
  */
-struct bri_ages {
-	struct bri_age *e;
-	size_t n, cap;
-};
-
-static int bri_age_add(void *ctx, const void *key, const void *value)
-{
-	struct bri_ages *a = ctx;
-
-	a->e[a->n].key = *(const struct wait_key *)key;
-	a->e[a->n].last_ns = ((const struct wait_val *)value)->last_ns;
-	return ++a->n == a->cap;
-}
-
 static void wait_evict(struct sched_state *s)
 {
 	const struct bpf_map *map = s->skel->maps.wait_bri;
-	struct bri_ages a = { .cap = s->nbri ? s->nbri : 1 };
+	struct wait_entries a = { .cap = s->nbri ? s->nbri : 1 };
 	size_t keep = s->bri_capacity / 2;
 
 	a.e = calloc(a.cap, sizeof(*a.e));
 	if (!a.e)
 		return;
-	map_read_all(map, bri_age_add, &a);
-	qsort(a.e, a.n, sizeof(*a.e), bri_age_cmp);
+	map_read_all(map, wait_entry_add, &a);
+	qsort(a.e, a.n, sizeof(*a.e), last_ns_cmp);
 	for (size_t i = 0; i + keep < a.n; i++)
 		if (!bpf_map_delete_elem(bpf_map__fd(map), &a.e[i].key)) {
 			s->bri_evicted++;
@@ -863,15 +867,6 @@ out_unload:
 	return err;
 }
 
-struct wait_entry {
-	struct wait_key key;
-	struct wait_val val;
-};
-
-_Static_assert(sizeof(struct wait_entry) == sizeof(struct sched_wait_sample) &&
-		       offsetof(struct wait_entry, val) == offsetof(struct sched_wait_sample, val),
-	       "sched_snapshot hands wait entries out as samples");
-
 static int wait_entry_cmp(const void *a, const void *b)
 {
 	return memcmp(&((const struct wait_entry *)a)->key, &((const struct wait_entry *)b)->key,
@@ -993,20 +988,6 @@ static struct json_object *wait_resource(const struct wait_key *k, const struct 
  * Every (thread, resource) with waits: wait_bri's entries and each thread's slot, sorted by
  * key and merged. The caller frees *out.
  */
-struct wait_entries {
-	struct wait_entry *e;
-	size_t n, cap;
-};
-
-static int wait_entry_add(void *ctx, const void *key, const void *value)
-{
-	struct wait_entries *w = ctx;
-
-	w->e[w->n].key = *(const struct wait_key *)key;
-	w->e[w->n].val = *(const struct wait_val *)value;
-	return ++w->n == w->cap;
-}
-
 static int wait_entries(struct sched_state *s, struct wait_entry **out, size_t *nout)
 {
 	size_t n = 0, m = 0, cap = s->bri_capacity + s->ntids;
