@@ -24,6 +24,7 @@
  *   dio_wall=<wall time of the dio phases> dio_cpu=<run + run delay during them>
  *   move_wall=<wall time of the move into DIR> move_cpu=<run + run delay during it>
  *   vfork_wall=<wall time of the vfork phases> vfork_cpu=<the parent's run + run delay in them>
+ *   vfork_steal=<the whole host's hypervisor steal in them, /proc/stat's, in whole ticks>
  *   child_run=<CPU time of the vfork children> child_rq=<their run delay>
  */
 #define _GNU_SOURCE /* O_DIRECT */
@@ -39,7 +40,22 @@
 /* What the vfork children ran and waited for a CPU, written by them before they exit. */
 static volatile uint64_t child_run, child_rq;
 /* The parent's counts before its vfork: not on the stack, which the child runs on. */
-static uint64_t vfork_r0, vfork_q0, vfork_r1, vfork_q1;
+static uint64_t vfork_r0, vfork_q0, vfork_r1, vfork_q1, vfork_s0;
+
+/* The whole host's steal so far, ns: /proc/stat's first line, 8th number, in USER_HZ ticks. */
+static uint64_t host_steal_ns(void)
+{
+	unsigned long long v[8];
+	FILE *f = fopen("/proc/stat", "r");
+
+	if (!f || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+			 &v[3], &v[4], &v[5], &v[6], &v[7]) != 8) {
+		fprintf(stderr, "schedwork: cannot read /proc/stat\n");
+		exit(1);
+	}
+	fclose(f);
+	return v[7] * (1000000000ull / sysconf(_SC_CLK_TCK));
+}
 
 static uint64_t now_ns(void)
 {
@@ -73,7 +89,7 @@ static void schedstat(uint64_t *run, uint64_t *rq)
 int main(int argc, char **argv)
 {
 	uint64_t t_main = now_ns(), run0, rq0, run, rq, dio_wall = 0, dio_cpu = 0, vfork_wall = 0;
-	uint64_t vfork_cpu = 0;
+	uint64_t vfork_cpu = 0, vfork_steal = 0;
 	static char buf[(4 << 20) + 4096];
 	char *aligned = (char *)(((uintptr_t)buf + 4095) & ~(uintptr_t)4095);
 
@@ -114,6 +130,7 @@ int main(int argc, char **argv)
 			struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
 			pid_t pid;
 
+			vfork_s0 = host_steal_ns();
 			schedstat(&vfork_r0, &vfork_q0);
 			pid = vfork();
 
@@ -136,6 +153,7 @@ int main(int argc, char **argv)
 			/* the parent ran (the call) and, woken, waited for a CPU: not blocked then */
 			schedstat(&vfork_r1, &vfork_q1);
 			vfork_cpu += (vfork_r1 - vfork_r0) + (vfork_q1 - vfork_q0);
+			vfork_steal += host_steal_ns() - vfork_s0;
 		} else if (!strncmp(arg, "dio:", 4) && colon) {
 			uint64_t r0, q0, r1, q1;
 			unsigned int k = 0;
@@ -168,13 +186,14 @@ int main(int argc, char **argv)
 	schedstat(&run, &rq);
 	printf("main=%llu end=%llu run0=%llu rq0=%llu run=%llu rq=%llu dio_wall=%llu "
 	       "dio_cpu=%llu vfork_wall=%llu vfork_cpu=%llu child_run=%llu child_rq=%llu "
-	       "move_wall=%llu move_cpu=%llu\n",
+	       "move_wall=%llu move_cpu=%llu vfork_steal=%llu\n",
 	       (unsigned long long)t_main, (unsigned long long)now_ns(), (unsigned long long)run0,
 	       (unsigned long long)rq0, (unsigned long long)run, (unsigned long long)rq,
 	       (unsigned long long)dio_wall, (unsigned long long)dio_cpu,
 	       (unsigned long long)vfork_wall, (unsigned long long)vfork_cpu,
 	       (unsigned long long)child_run, (unsigned long long)child_rq,
-	       (unsigned long long)move_wall, (unsigned long long)move_cpu);
+	       (unsigned long long)move_wall, (unsigned long long)move_cpu,
+	       (unsigned long long)vfork_steal);
 	fflush(stdout);
 	_exit(0);
 }

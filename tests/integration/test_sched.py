@@ -77,8 +77,14 @@ def test_accuracy(agent, cleanup):
     # the vfork's wall time less the parent's own CPU and run delay in it: woken by the
     # child's exit, it waited for a CPU, runnable, not blocked (18 ms of it, in a 6.12 guest
     # the whole vfork_wall was expected: -5.2%)
+    # Where plumb measures steal (kernels that keep it apart), the parent's steal in the vfork
+    # (while it ran: the call, and after its wake) is steal, not block, and in none of the
+    # parent's own counts: at most the host's steal in that phase, in whole /proc/stat ticks,
+    # so one tick more (make test once had block 2.9% short under steal)
+    vfork_steal = w["vfork_steal"] + 1 / os.sysconf("SC_CLK_TCK") if g["steal"] > 0 else 0
     within(g["block"], w["vfork_wall"] - w["vfork_cpu"] + w["move_block"], 0.02,
-           "block (the vfork parent's wait and the move's)", after=AFTER)
+           f"block (the vfork parent's wait and the move's; host steal in the vfork "
+           f"{w['vfork_steal']:.3f} s)", after=AFTER, before=vfork_steal)
     assert g["iowait"] < 0.002, f"iowait {g['iowait']:.4f} s without any I/O"
     # every moment of each thread's life is in exactly one kind (iowait is inside block): the
     # worker's from main on (plus what it ran before main), its child's the vfork wait
