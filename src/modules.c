@@ -29,12 +29,11 @@ void percpu_counters_sum(int map_fd, uint32_t n, uint64_t *out)
 	free(percpu);
 }
 
-long map_read_all(const struct bpf_map *map, map_visit_fn visit, void *ctx)
+long map_read_fd(int fd, unsigned int type, size_t key_size, size_t value_size, size_t batch_bytes,
+		 map_visit_fn visit, void *ctx)
 {
-	enum bpf_map_type type = bpf_map__type(map);
 	bool percpu = type == BPF_MAP_TYPE_PERCPU_HASH || type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
-	int fd = bpf_map__fd(map), ncpus = percpu ? libbpf_num_possible_cpus() : 1;
-	size_t key_size = bpf_map__key_size(map), value_size = bpf_map__value_size(map);
+	int ncpus = percpu ? libbpf_num_possible_cpus() : 1;
 	__u32 batch_size = MAP_BATCH;
 	char *keys = NULL, *values = NULL, *key_copy = NULL, *value_copy = NULL;
 	__u64 batch = 0;
@@ -46,6 +45,10 @@ long map_read_all(const struct bpf_map *map, map_visit_fn visit, void *ctx)
 		return ncpus ? ncpus : -EINVAL;
 	if (percpu)
 		value_size = (value_size + 7) / 8 * 8 * ncpus;
+	if (batch_size * (key_size + value_size) > batch_bytes)
+		batch_size = batch_bytes / (key_size + value_size);
+	if (!batch_size)
+		batch_size = 1;
 	key_copy = malloc(key_size);
 	value_copy = malloc(value_size);
 	if (!key_copy || !value_copy)
@@ -93,6 +96,12 @@ long map_read_all(const struct bpf_map *map, map_visit_fn visit, void *ctx)
 	free(key_copy);
 	free(value_copy);
 	return err == -ENOENT || err == -ECANCELED ? n : err; /* -ENOENT: the end */
+}
+
+long map_read_all(const struct bpf_map *map, map_visit_fn visit, void *ctx)
+{
+	return map_read_fd(bpf_map__fd(map), bpf_map__type(map), bpf_map__key_size(map),
+			   bpf_map__value_size(map), MAP_BATCH_BYTES, visit, ctx);
 }
 
 static int count_entry(void *ctx, const void *key, const void *value)

@@ -96,15 +96,21 @@ void percpu_counters_sum(int map_fd, uint32_t n, uint64_t *out);
 
 /*
  * Reads every entry of a hash map (plain, per-CPU or LRU) in batches: one syscall per up to
- * MAP_BATCH entries, where a walk by get_next_key and lookup makes two per entry (a scrape of
- * 45,000 wait entries: 90,000 syscalls). visit(ctx, key, value) gets each entry; a per-CPU
+ * MAP_BATCH entries, fewer when they would take more than MAP_BATCH_BYTES (a per-CPU value is
+ * one per possible CPU), where a walk by get_next_key and lookup makes two per entry (a scrape
+ * of 45,000 wait entries: 90,000 syscalls). visit(ctx, key, value) gets each entry; a per-CPU
  * map's value is each CPU's in turn, round_up(value_size, 8) apart. The walk goes bucket by
  * bucket and never starts over: an entry added or deleted meanwhile is seen once or not at
  * all. visit returning non-zero stops the walk. The entries visited, or -errno.
  */
-#define MAP_BATCH 1024
+#define MAP_BATCH	1024
+#define MAP_BATCH_BYTES (1 << 20)
 typedef int (*map_visit_fn)(void *ctx, const void *key, const void *value);
 long map_read_all(const struct bpf_map *map, map_visit_fn visit, void *ctx);
+/* The same by fd, for a map of that type (enum bpf_map_type) and sizes, in batches of at
+ * most batch_bytes. */
+long map_read_fd(int fd, unsigned int type, size_t key_size, size_t value_size, size_t batch_bytes,
+		 map_visit_fn visit, void *ctx);
 /* The entries in a hash map, by map_read_all (0 when it fails). */
 uint64_t map_count(const struct bpf_map *map);
 
