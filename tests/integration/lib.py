@@ -249,6 +249,27 @@ def iowork(cgroup_dir, *ops):
     assert r.returncode == 0, f"iowork failed: {r.stderr.strip()}"
 
 
+class Void(Exception):
+    """An attempt whose ground truth the host itself spoiled (its hypervisor's steal, say),
+    raised by a test that measured so; attempts() runs it again."""
+
+
+def attempts(n, fn, *args, pause=0):
+    """fn(cleanup, *args) with a fresh Cleanup, up to n times while it raises Void; n voids
+    fail. Any other outcome, pass or fail, is the result."""
+    for attempt in range(1, n + 1):
+        cleanup = Cleanup()
+        try:
+            return fn(cleanup, *args)
+        except Void as e:
+            if attempt == n:
+                raise AssertionError(f"{n} attempts, each void; the last: {e}")
+            print(f"  attempt {attempt} void: {e}" + (f"; again in {pause} s" if pause else ""))
+        finally:
+            cleanup.run()
+        time.sleep(pause)
+
+
 class Runner:
     """Runs test functions, prints one line each and the closing `N passed, N failed`."""
 

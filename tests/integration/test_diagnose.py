@@ -25,8 +25,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (EMULATED, PLUMB, ROOT, Cleanup, Runner, free_port, make_cgroup,  # noqa: E402
-                 mount_image, require_root, sh, steal_seconds)
+from lib import (EMULATED, PLUMB, ROOT, Runner, Void, attempts,  # noqa: E402
+                 free_port, make_cgroup, mount_image, require_root, sh, steal_seconds)
 
 DIAGWORK = os.path.join(ROOT, "build", "diagwork")
 BASELINE = 4
@@ -44,10 +44,6 @@ if EMULATED:  # tests/vm: everything is ~10x slower; longer intervals keep the s
 # any steal; a change found with less steal difference fails; so do ATTEMPTS voids).
 STEAL_VOID, ATTEMPTS = 0.1, 3
 steal_rates = (0.0, 0.0)  # the last run's (baseline, observation) steal, s/s
-
-
-class Void(Exception):
-    """A clean run the host's hypervisor made meaningless (see STEAL_VOID)."""
 
 
 def diagnose(*target, inject=None):
@@ -285,17 +281,7 @@ def test_partial(cleanup):
 
 
 def run_scenario(fn, inject):
-    for attempt in range(1, ATTEMPTS + 1):
-        cleanup = Cleanup()
-        try:
-            fn(cleanup, inject)
-            return
-        except Void as e:
-            if attempt == ATTEMPTS:
-                raise AssertionError(f"{ATTEMPTS} attempts, each void; the last: {e}")
-            print(f"  attempt {attempt} void: {e}")
-        finally:
-            cleanup.run()
+    attempts(ATTEMPTS, fn, inject)
 
 
 def main():

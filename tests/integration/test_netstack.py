@@ -22,8 +22,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (EMULATED, PLUMB, Agent, Cleanup, Hosts, Runner, free_port,  # noqa: E402
-                 make_cgroup, require_root, select, settle, sh, steal_seconds, value)
+from lib import (EMULATED, PLUMB, Agent, Cleanup, Hosts, Runner, Void, attempts,  # noqa: E402
+                 free_port, make_cgroup, require_root, select, settle, sh, steal_seconds,
+                 value)
 
 # bytes/s: the tbf rate, 8mbit, and the UDP flow that saturates it. Emulated guests get a
 # quarter: with a second guest beside it a guest's sender could not keep the queue full at
@@ -1098,23 +1099,8 @@ def scenario_netfilter(hosts, cleanup):
            lambda: sh(*nft, "delete", "table", "bridge", "plumbtest"), ("forward", "port1", sw))
 
 
-class Void(Exception):
-    """An attempt the host's hypervisor made meaningless (see STEAL_VOID)."""
-
-
 def run_scenario(fn, hosts):
-    for attempt in range(1, ATTEMPTS + 1):
-        cleanup = Cleanup()
-        try:
-            fn(hosts, cleanup)
-            return
-        except Void as e:
-            if attempt == ATTEMPTS:
-                raise AssertionError(f"{ATTEMPTS} attempts, each void; the last: {e}")
-            print(f"  attempt {attempt} void: {e}; once more in 10 s")
-        finally:
-            cleanup.run()
-        time.sleep(10)
+    attempts(ATTEMPTS, lambda cleanup: fn(hosts, cleanup), pause=10)
 
 
 def main():
