@@ -435,16 +435,13 @@ static int netstack_collect(struct plumb_module *m, struct prom_writer *w)
 }
 
 /*
- * Entries in a hash map keyed by a pointer (skb or socket) are counted bucket by bucket
- * (map_count): a walk by get_next_key starts over from the first key whenever the key it
- * stands on is deleted, which on a busy map counts entries twice or never ends.
- */
-/*
  * An LRU map full drops its least recently used entries to make room without telling the
  * program; what was inserted, not deleted and is not there was evicted. The counters are read
  * before and after the count, which entries come and go during: inserted before it, minus
  * deleted after it, minus the count, is a bound the evictions have reached (never above them;
- * short of them by at most the deletes during the count), kept rising.
+ * short of them by at most the deletes during the count), kept rising. The count goes bucket
+ * by bucket (map_count): a walk by get_next_key starts over whenever the key it stands on is
+ * deleted, which on these busy maps keyed by pointers counts entries twice or never ends.
  */
 static void lru_count(struct netstack_state *s)
 {
