@@ -302,18 +302,22 @@ static __always_inline struct netstack_pkt *pkt_find(struct sk_buff *skb, bool c
 	if (!p)
 		return NULL;
 	*now = bpf_ktime_get_ns();
-	if (*now - p->ts > NETSTACK_MAX_AGE_NS || (check_fp && p->fp != headers_hash(skb))) {
+	if ((*now > p->ts && *now - p->ts > NETSTACK_MAX_AGE_NS) ||
+	    (check_fp && p->fp != headers_hash(skb))) {
 		pkt_drop(key, p);
 		return NULL;
 	}
 	return p;
 }
 
-/* Closes the packet's open segment as component c and opens the next at now. */
+/*
+ * Closes the packet's open segment as component c and opens the next at now. A segment of no
+ * time is counted too (0 ns): the packet went through c. One is the backlog of a packet whose
+ * wait the hypervisor took whole (ns_receive moves it to softirq).
+ */
 static __always_inline void segment(struct netstack_pkt *p, __u32 c, __u64 now, __u32 stage)
 {
-	if (now > p->ts)
-		hist_add(p, c, now - p->ts);
+	hist_add(p, c, now > p->ts ? now - p->ts : 0);
 	p->ts = now;
 	p->stage = stage;
 }
