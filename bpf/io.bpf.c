@@ -22,6 +22,7 @@
 #include "io.h"
 #include "task.bpf.h"
 #include "hist.bpf.h"
+#include "gate.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -447,11 +448,15 @@ static __always_inline int open_exit(struct syscall_exit_ctx *ctx, long dirfd, c
 	SEC("tracepoint/syscalls/sys_enter_" #name)     \
 	int enter_##name(struct syscall_enter_ctx *ctx) \
 	{                                               \
+		if (!gate_open())                       \
+			return 0;                       \
 		return syscall_enter(ctx, 1);           \
 	}                                               \
 	SEC("tracepoint/syscalls/sys_exit_" #name)      \
 	int exit_##name(struct syscall_exit_ctx *ctx)   \
 	{                                               \
+		if (!gate_open())                       \
+			return 0;                       \
 		return rw_exit(ctx, dir);               \
 	}
 
@@ -470,20 +475,22 @@ RW_PROGS(pwritev2, IO_WRITE)
  * Opens and path operations: the exit does the work; the enter program exists only for the
  * args_at_enter fallback (user space switches it off otherwise).
  */
-#define PATH_PROGS(name, nargs, body)                                      \
-	SEC("tracepoint/syscalls/sys_enter_" #name)                        \
-	int enter_##name(struct syscall_enter_ctx *ctx)                    \
-	{                                                                  \
-		return syscall_enter(ctx, nargs);                          \
-	}                                                                  \
-	SEC("tracepoint/syscalls/sys_exit_" #name)                         \
-	int exit_##name(struct syscall_exit_ctx *ctx)                      \
-	{                                                                  \
-		unsigned long a[3];                                        \
-                                                                           \
-		if (!syscall_args(bpf_get_current_task_btf(), ctx->nr, a)) \
-			return 0;                                          \
-		return body;                                               \
+#define PATH_PROGS(name, nargs, body)                                                      \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                                        \
+	int enter_##name(struct syscall_enter_ctx *ctx)                                    \
+	{                                                                                  \
+		if (!gate_open())                                                          \
+			return 0;                                                          \
+		return syscall_enter(ctx, nargs);                                          \
+	}                                                                                  \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                                         \
+	int exit_##name(struct syscall_exit_ctx *ctx)                                      \
+	{                                                                                  \
+		unsigned long a[3];                                                        \
+                                                                                           \
+		if (!gate_open() || !syscall_args(bpf_get_current_task_btf(), ctx->nr, a)) \
+			return 0;                                                          \
+		return body;                                                               \
 	}
 
 PATH_PROGS(open, 1, open_exit(ctx, AT_FDCWD, (const char *)a[0]))

@@ -26,6 +26,7 @@
 #include "host.h"
 #include "privileges.h"
 #include "sandbox.h"
+#include "adopt.h"
 #include "export/carry.h"
 #include "export/http.h"
 #include "export/prom.h"
@@ -213,6 +214,24 @@ static void write_program_stats(struct prom_writer *w, struct module_health *hea
 	}
 }
 
+/* plumb_events_lost_total: of every module, or of module only (< plumb_module_count) */
+static void write_lost(struct prom_writer *w, const struct module_health *health, size_t only)
+{
+	struct prom_label l[2];
+
+	prom_family(w, "plumb_events_lost_total", PROM_COUNTER,
+		    "Events a module could not count, by reason.");
+	for (size_t i = 0; i < plumb_module_count; i++) {
+		if (only < plumb_module_count && i != only)
+			continue;
+		for (size_t j = 0; j < health[i].nlost; j++) {
+			l[0] = (struct prom_label){ "module", plumb_modules[i]->name };
+			l[1] = (struct prom_label){ "reason", health[i].lost[j].reason };
+			prom_sample(w, l, 2, (double)health[i].lost[j].count);
+		}
+	}
+}
+
 static void write_self_metrics(struct agent *a, struct prom_writer *w)
 {
 	struct module_health health[32];
@@ -237,14 +256,7 @@ static void write_self_metrics(struct agent *a, struct prom_writer *w)
 		prom_sample(w, l, 1, plumb_modules[i]->up);
 	}
 
-	prom_family(w, "plumb_events_lost_total", PROM_COUNTER,
-		    "Events a module could not count, by reason.");
-	for (i = 0; i < plumb_module_count; i++)
-		for (j = 0; j < health[i].nlost; j++) {
-			l[0] = (struct prom_label){ "module", plumb_modules[i]->name };
-			l[1] = (struct prom_label){ "reason", health[i].lost[j].reason };
-			prom_sample(w, l, 2, (double)health[i].lost[j].count);
-		}
+	write_lost(w, health, plumb_module_count);
 
 	prom_family(w, "plumb_map_entries", PROM_GAUGE,
 		    "Entries in a module's BPF map or user-space cache.");
@@ -309,8 +321,9 @@ static int agent_metrics(void *ctx, struct prom_writer *w)
  * --pin, at a clean exit: one last collect, after the last scrape, records every counter
  * series' value; they go into the pinned map for the next agent.
  */
-static void carry_hand_over(struct agent *a, const char *dir)
+static void carry_hand_over(struct agent *a, const char *dir, const bool *handed)
 {
+	struct module_health health[32];
 	struct prom_writer w;
 	uint64_t dropped;
 	size_t saved;
@@ -320,6 +333,38 @@ static void carry_hand_over(struct agent *a, const char *dir)
 	carry_record(a->carry);
 	if (agent_metrics(a, &w))
 		pr_warn("pin: the last collect failed: %s\n", strerror(-w.err));
+	/*
+	 * A module whose maps go to the next agent: what they hold goes on in them, so its
+	 * series carry only the rest. The same state written again as far as the maps hold it.
+	 */
+	for (size_t i = 0; i < plumb_module_count; i++) {
+		struct plumb_module *m = plumb_modules[i];
+		struct prom_writer part;
+		int e;
+
+		if (!handed[i])
+			continue;
+		e = carry_part_begin(a->carry, m->name);
+		if (e) {
+			pr_warn("pin: %s: %s\n", m->name, strerror(-e));
+			continue;
+		}
+		prom_init(&part);
+		part.adjust = carry_adjust;
+		part.adjust_ctx = a->carry;
+		m->maps_only = true;
+		if (m->collect(m, &part))
+			pr_warn("pin: %s: the maps' collect failed: %s\n", m->name,
+				strerror(-part.err));
+		memset(health, 0, sizeof(health));
+		if (m->health) {
+			m->health(m, &health[i]);
+			write_lost(&part, health, i);
+		}
+		m->maps_only = false;
+		carry_part_end(a->carry);
+		prom_free(&part);
+	}
 	if (carry_save(a->carry, &saved, &dropped, err, sizeof(err)))
 		pr_warn("%s\n", err);
 	if (dropped)
@@ -330,6 +375,40 @@ static void carry_hand_over(struct agent *a, const char *dir)
 	prom_free(&w);
 	carry_close(a->carry);
 	a->carry = NULL;
+}
+
+/* DIR/counters_<module> of every module that can hand its maps over. 0 or -errno. */
+static int carry_open_parts(struct carry *c, const char *dir, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < plumb_module_count; i++)
+		if (plumb_modules[i]->hand_over) {
+			int e = carry_open_part(c, dir, plumb_modules[i]->name, err, errlen);
+
+			if (e)
+				return e;
+		}
+	return 0;
+}
+
+/*
+ * After the modules loaded: a module that took its maps over carries only the part of its
+ * series they do not hold; what an agent left for a module that is not up here goes (its
+ * programs, still attached, detach).
+ */
+static void adopt_settle(struct agent *a, const char *dir)
+{
+	for (size_t i = 0; i < plumb_module_count; i++) {
+		struct plumb_module *m = plumb_modules[i];
+
+		if (!m->hand_over)
+			continue;
+		if (m->up && m->adopted) {
+			carry_use_part(a->carry, m->name);
+			pr_info("pin: %s: maps and counting taken over, no gap\n", m->name);
+		} else if (!m->up) {
+			adopt_discard(dir, m->name);
+		}
+	}
 }
 
 /* A start that failed after taking the counters: they go back for the next agent. */
@@ -505,16 +584,22 @@ int agent_run(const struct agent_options *o)
 	}
 	/* the counters a previous agent handed over: before any BPF, a bad --pin fails first */
 	if (!o->check && o->pin[0] &&
-	    carry_open(o->pin, o->pin_capacity, &a.carry, err, sizeof(err))) {
+	    (carry_open(o->pin, o->pin_capacity, &a.carry, err, sizeof(err)) ||
+	     carry_open_parts(a.carry, o->pin, err, sizeof(err)))) {
 		pr_warn("%s\n", err);
+		carry_give_back(a.carry);
 		http_stop(http);
 		netns_close(&a.netns);
 		return 1;
 	}
-	if (a.carry)
+	if (a.carry) {
 		pr_info("pin: %zu counter series taken over from %s\n", carry_restored(a.carry),
 			o->pin);
+		cfg.pin = o->pin;
+	}
 	load_modules(&a, &cfg);
+	if (a.carry)
+		adopt_settle(&a, o->pin);
 	if (o->check) {
 		ret = agent_check_print(&a);
 		perf_events_handoff();
@@ -527,7 +612,8 @@ int agent_run(const struct agent_options *o)
 	 * uses go, in this thread and so in every thread started from it; then every syscall
 	 * not on the agent's list.
 	 */
-	if (privileges_drop(err, sizeof(err)) || sandbox_syscalls(o->seccomp, err, sizeof(err))) {
+	if (privileges_drop(err, sizeof(err)) ||
+	    sandbox_syscalls(o->seccomp, a.carry != NULL, err, sizeof(err))) {
 		pr_warn("%s\n", err);
 		http_stop(http);
 		unload_modules();
@@ -553,8 +639,15 @@ int agent_run(const struct agent_options *o)
 	}
 	pr_info("exiting\n");
 	http_stop(http);
-	if (a.carry)
-		carry_hand_over(&a, o->pin);
+	if (a.carry) {
+		bool handed[32] = { false };
+
+		/* the maps and links first: the counters saved depend on which were handed */
+		for (size_t i = 0; i < plumb_module_count; i++)
+			handed[i] = plumb_modules[i]->up && plumb_modules[i]->hand_over &&
+				    !plumb_modules[i]->hand_over(plumb_modules[i]);
+		carry_hand_over(&a, o->pin, handed);
+	}
 	pthread_mutex_lock(&a.lock);
 	perf_events_handoff();
 	unload_modules();

@@ -33,6 +33,7 @@ struct plumb_config {
 	bool wait; /* the wait module is requested: the sched object classifies waits */
 	unsigned int wait_capacity; /* wait_bri's (thread, resource) pairs; 0: WAIT_BRI_MAX */
 	unsigned int netstack_sample; /* netstack follows 1 in this many flows */
+	const char *pin; /* --pin DIR: maps and links taken over from the agent before; or NULL */
 };
 
 #define MODULE_MAX_MAPS	   8
@@ -81,8 +82,20 @@ struct plumb_module {
 	const char *api_path;
 	int (*api)(struct plumb_module *m, struct json_object *doc);
 	void (*unload)(struct plumb_module *m);
+	/*
+	 * optional, --pin: at a clean exit, pins the module's maps and links for the next agent
+	 * and leaves its programs attached (src/adopt.h). 0 or -errno (then they detach).
+	 */
+	int (*hand_over)(struct plumb_module *m);
 
 	void *priv;
+	/* --pin: this agent took the maps over from the one before (their counts went on) */
+	bool adopted;
+	/*
+	 * Set by the agent around one collect at exit: write each counter as far as the maps
+	 * hold it, without what user space adds (the part the next agent carries).
+	 */
+	bool maps_only;
 	bool up;
 	char error[256];
 	/* filled by load, also when it fails: what was chosen, in one line and per point */

@@ -111,8 +111,8 @@ static const char *const allowed[] = {
 
 /*
  * bpf() with these commands only: the agent's own maps, its iterators, its programs' info.
- * Not: loading programs or BTF, creating maps or links, attaching, pinning, or opening other
- * tools' objects by id or path.
+ * Not: loading programs or BTF, creating maps or links, attaching, pinning (but with --pin,
+ * below), or opening other tools' objects by id or path.
  */
 static const unsigned int bpf_cmds[] = {
 	BPF_MAP_LOOKUP_ELEM,	BPF_MAP_UPDATE_ELEM,
@@ -123,13 +123,17 @@ static const unsigned int bpf_cmds[] = {
 };
 
 /* Rules with an argument: the calls whose other uses the agent has no need of. */
-static int add_narrow_rules(scmp_filter_ctx ctx)
+static int add_narrow_rules(scmp_filter_ctx ctx, bool pin)
 {
 	int rc = 0;
 
 	for (size_t i = 0; !rc && i < sizeof(bpf_cmds) / sizeof(bpf_cmds[0]); i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(bpf), 1,
 				      SCMP_A0(SCMP_CMP_EQ, bpf_cmds[i]));
+	/* --pin: at a clean exit the maps and links of a module are pinned for the next agent */
+	if (!rc && pin)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(bpf), 1,
+				      SCMP_A0(SCMP_CMP_EQ, BPF_OBJ_PIN));
 	/* network namespaces only (src/identity/netns.c) */
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(setns), 1,
@@ -145,7 +149,7 @@ static int add_narrow_rules(scmp_filter_ctx ctx)
 	return rc;
 }
 
-int sandbox_syscalls(enum seccomp_mode mode, char *err, size_t len)
+int sandbox_syscalls(enum seccomp_mode mode, bool pin, char *err, size_t len)
 {
 	scmp_filter_ctx ctx;
 	int rc, unknown = 0;
@@ -174,7 +178,7 @@ int sandbox_syscalls(enum seccomp_mode mode, char *err, size_t len)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
 	}
 	if (!rc)
-		rc = add_narrow_rules(ctx);
+		rc = add_narrow_rules(ctx, pin);
 	if (!rc)
 		rc = seccomp_load(ctx);
 	seccomp_release(ctx);

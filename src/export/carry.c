@@ -32,9 +32,31 @@ struct carry_entry {
 	bool seen; /* a restored series the final collect wrote (else it is handed on as is) */
 };
 
+/*
+ * DIR/counters_<module>, for a module whose maps can be handed to the next agent (src/adopt.h):
+ * each of its series' value less what the maps hold, the part only user space knows. The next
+ * agent uses it in place of the whole value when it takes the maps over (their counts go on
+ * in them), and the whole value when it does not.
+ */
+struct carry_part {
+	char module[32];
+	int fd;
+	struct carry_entry *taken; /* what the previous agent left */
+	size_t ntaken;
+	struct carry_entry *saved; /* at exit: the values less the maps' part */
+	size_t nsaved;
+	bool used; /* this agent took the module's maps over */
+};
+
+#define CARRY_MAX_PARTS 8
+
 struct carry {
 	int fd;
 	unsigned int capacity;
+	struct carry_part parts[CARRY_MAX_PARTS];
+	size_t nparts;
+	struct carry_part *subtracting; /* between carry_part_begin and carry_part_end */
+	struct hashtab saved_index; /* the saved series by key, while subtracting */
 	struct hashtab offsets; /* restored at open */
 	struct carry_entry *restored;
 	size_t nrestored;
@@ -259,12 +281,31 @@ fail:
 	return ret;
 }
 
+/* While subtracting: the series' saved value less value (what the maps hold) into the part. */
+static double subtract(struct carry *c, struct carry_key k, double value)
+{
+	struct carry_part *p = c->subtracting;
+	struct carry_entry *e = (struct carry_entry *)hashtab_find(
+		&c->saved_index, k.h1, &k, offsetof(struct carry_entry, key), sizeof(k));
+
+	if (e && p->nsaved < c->capacity) {
+		p->saved[p->nsaved].key = k;
+		p->saved[p->nsaved].value = e->value - value;
+		p->nsaved++;
+	}
+	return value;
+}
+
 double carry_adjust(void *ctx, const char *series, size_t len, double value)
 {
 	struct carry *c = ctx;
 	struct carry_key k = series_key(series, len);
-	struct carry_entry *e = (struct carry_entry *)hashtab_find(
-		&c->offsets, k.h1, &k, offsetof(struct carry_entry, key), sizeof(k));
+	struct carry_entry *e;
+
+	if (c->subtracting)
+		return subtract(c, k, value);
+	e = (struct carry_entry *)hashtab_find(&c->offsets, k.h1, &k,
+					       offsetof(struct carry_entry, key), sizeof(k));
 
 	if (e) {
 		value += e->value;
@@ -290,10 +331,10 @@ void carry_record(struct carry *c)
 	c->dropped = 0;
 }
 
-static void put(struct carry *c, const struct carry_key *k, double v, size_t *saved, int *ret,
-		char *err, size_t errlen)
+static void put_fd(struct carry *c, int fd, const struct carry_key *k, double v, size_t *saved,
+		   int *ret, char *err, size_t errlen)
 {
-	if (!bpf_map_update_elem(c->fd, k, &v, BPF_ANY)) {
+	if (!bpf_map_update_elem(fd, k, &v, BPF_ANY)) {
 		(*saved)++;
 		return;
 	}
@@ -307,8 +348,16 @@ static void put(struct carry *c, const struct carry_key *k, double v, size_t *sa
 	}
 }
 
+static void put(struct carry *c, const struct carry_key *k, double v, size_t *saved, int *ret,
+		char *err, size_t errlen)
+{
+	put_fd(c, c->fd, k, v, saved, ret, err, errlen);
+}
+
 int carry_save(struct carry *c, size_t *saved, uint64_t *dropped, char *err, size_t errlen)
 {
+	size_t part_saved = 0;
+
 	double d;
 	int ret = 0;
 
@@ -319,6 +368,11 @@ int carry_save(struct carry *c, size_t *saved, uint64_t *dropped, char *err, siz
 	for (size_t i = 0; i < c->nrestored; i++)
 		if (!c->restored[i].seen)
 			put(c, &c->restored[i].key, c->restored[i].value, saved, &ret, err, errlen);
+	/* the parts: not counted in *saved, each is a second value of a series saved above */
+	for (size_t i = 0; i < c->nparts; i++)
+		for (size_t j = 0; j < c->parts[i].nsaved; j++)
+			put_fd(c, c->parts[i].fd, &c->parts[i].saved[j].key,
+			       c->parts[i].saved[j].value, &part_saved, &ret, err, errlen);
 	*dropped = c->dropped;
 	d = (double)c->dropped;
 	if (bpf_map_update_elem(c->fd, &meta_key, &d, BPF_ANY) && !ret) {
@@ -337,7 +391,100 @@ int carry_put_back(struct carry *c)
 
 	for (size_t i = 0; i < c->nrestored; i++)
 		put(c, &c->restored[i].key, c->restored[i].value, &saved, &ret, err, sizeof(err));
+	for (size_t i = 0; i < c->nparts; i++)
+		for (size_t j = 0; j < c->parts[i].ntaken; j++)
+			put_fd(c, c->parts[i].fd, &c->parts[i].taken[j].key,
+			       c->parts[i].taken[j].value, &saved, &ret, err, sizeof(err));
 	return ret;
+}
+
+int carry_open_part(struct carry *c, const char *dir, const char *module, char *err, size_t errlen)
+{
+	struct carry_part *p = &c->parts[c->nparts];
+	struct carry_key key, next;
+	char path[4096 + 64];
+	__u32 max_entries;
+	bool first = true;
+	double v;
+
+	if (c->nparts == CARRY_MAX_PARTS)
+		return -ENOSPC;
+	memset(p, 0, sizeof(*p));
+	snprintf(p->module, sizeof(p->module), "%s", module);
+	snprintf(path, sizeof(path), "%s/%s_%s", dir, CARRY_MAP_NAME,
+		 module); /* no dots on bpffs */
+	p->fd = map_get(path, c->capacity, &max_entries, err, errlen);
+	if (p->fd < 0)
+		return p->fd;
+	p->taken = calloc(c->capacity, sizeof(*p->taken));
+	if (!p->taken) {
+		close(p->fd);
+		snprintf(err, errlen, "--pin: out of memory");
+		return -ENOMEM;
+	}
+	while (!bpf_map_get_next_key(p->fd, first ? NULL : &key, &next)) {
+		first = false;
+		key = next;
+		if (p->ntaken < c->capacity && !bpf_map_lookup_elem(p->fd, &key, &v)) {
+			p->taken[p->ntaken].key = key;
+			p->taken[p->ntaken].value = v;
+			p->ntaken++;
+		}
+	}
+	while (!bpf_map_get_next_key(p->fd, NULL, &next)) /* emptied, as the counters map is */
+		if (bpf_map_delete_elem(p->fd, &next))
+			break;
+	c->nparts++;
+	return 0;
+}
+
+static struct carry_part *part_of(struct carry *c, const char *module)
+{
+	for (size_t i = 0; i < c->nparts; i++)
+		if (!strcmp(c->parts[i].module, module))
+			return &c->parts[i];
+	return NULL;
+}
+
+void carry_use_part(struct carry *c, const char *module)
+{
+	struct carry_part *p = part_of(c, module);
+	struct carry_entry *e;
+
+	if (!p)
+		return;
+	p->used = true;
+	for (size_t i = 0; i < p->ntaken; i++) {
+		e = (struct carry_entry *)hashtab_find(
+			&c->offsets, p->taken[i].key.h1, &p->taken[i].key,
+			offsetof(struct carry_entry, key), sizeof(p->taken[i].key));
+		if (e)
+			e->value = p->taken[i].value;
+	}
+}
+
+int carry_part_begin(struct carry *c, const char *module)
+{
+	struct carry_part *p = part_of(c, module);
+
+	if (!p)
+		return -ENOENT;
+	if (!p->saved && !(p->saved = calloc(c->capacity, sizeof(*p->saved))))
+		return -ENOMEM;
+	if (!c->saved_index.buckets) {
+		if (hashtab_init(&c->saved_index, c->nsaved ? c->nsaved : 1))
+			return -ENOMEM;
+		for (size_t i = 0; i < c->nsaved; i++)
+			hashtab_insert(&c->saved_index, &c->saved[i].node, c->saved[i].key.h1);
+	}
+	p->nsaved = 0;
+	c->subtracting = p;
+	return 0;
+}
+
+void carry_part_end(struct carry *c)
+{
+	c->subtracting = NULL;
 }
 
 size_t carry_restored(const struct carry *c)
@@ -359,6 +506,12 @@ void carry_close(struct carry *c)
 {
 	if (!c)
 		return;
+	for (size_t i = 0; i < c->nparts; i++) {
+		close(c->parts[i].fd);
+		free(c->parts[i].taken);
+		free(c->parts[i].saved);
+	}
+	free(c->saved_index.buckets);
 	close(c->fd);
 	free(c->restored);
 	free(c->saved);

@@ -44,6 +44,24 @@ int carry_save(struct carry *c, size_t *saved, uint64_t *dropped, char *err, siz
  */
 int carry_put_back(struct carry *c);
 
+/*
+ * DIR/counters_<module> (made if missing) for a module whose maps can be handed over
+ * (src/adopt.h): what the previous agent left in it is taken and the map emptied, as
+ * carry_open does with DIR/counters. 0 or -errno with err set.
+ */
+int carry_open_part(struct carry *c, const char *dir, const char *module, char *err, size_t errlen);
+
+/* The module's maps were taken over: its series carry only the part user space adds. */
+void carry_use_part(struct carry *c, const char *module);
+
+/*
+ * At exit, after the recording collect: until carry_part_end, carry_adjust takes each value
+ * it sees as what the module's maps hold of the series, and keeps the series' recorded
+ * value less it for the module's part (written by carry_save). 0 or -errno.
+ */
+int carry_part_begin(struct carry *c, const char *module);
+void carry_part_end(struct carry *c);
+
 /* What the start found: series restored, and those the previous agent could not save. */
 size_t carry_restored(const struct carry *c);
 uint64_t carry_previous_dropped(const struct carry *c);

@@ -15,6 +15,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "adopt.h"
 #include "clock.h"
 #include "detach.h"
 #include "plumb.h"
@@ -66,6 +67,7 @@ struct io_state {
 	uint64_t in_map; /* keys in the kernel map at the last read */
 	uint64_t last_expiry_ms;
 	uint64_t unresolved_paths, entries_full;
+	struct adopt adopt; /* --pin: the maps and links over a restart */
 };
 
 static int key_cmp(const void *a, const void *b)
@@ -409,7 +411,9 @@ int io_snapshot(struct plumb_module *m, struct io_row **rows, size_t *nrows)
 	uint64_t now;
 	size_t n, nout = 0, i, j, k = 0;
 
-	io_tick(m);
+	/* the maps-only collect at exit writes the state the collect before it wrote */
+	if (!m->maps_only)
+		io_tick(m);
 	list = entry_list(s, &n);
 	if (!list)
 		return -ENOMEM;
@@ -425,7 +429,8 @@ int io_snapshot(struct plumb_module *m, struct io_row **rows, size_t *nrows)
 			continue;
 		entry_names(list[i], &out[nout]);
 		row_add(&out[nout], &list[i]->kernel);
-		row_add(&out[nout], &list[i]->user);
+		if (!m->maps_only)
+			row_add(&out[nout], &list[i]->user);
 		nout++;
 	}
 	free(list);
@@ -572,9 +577,9 @@ static void io_health(struct plumb_module *m, struct module_health *h)
 		h->lost[h->nlost++].count = lost[r];
 	}
 	h->lost[h->nlost].reason = "path_unresolved";
-	h->lost[h->nlost++].count = s->unresolved_paths;
+	h->lost[h->nlost++].count = m->maps_only ? 0 : s->unresolved_paths;
 	h->lost[h->nlost].reason = "entries_full";
-	h->lost[h->nlost++].count = s->entries_full;
+	h->lost[h->nlost++].count = m->maps_only ? 0 : s->entries_full;
 
 	cgroup_cache_stats(s->cgroups, &cg);
 	mount_cache_stats(s->mounts, &mnt);
@@ -586,9 +591,9 @@ static void io_health(struct plumb_module *m, struct module_health *h)
 	h->maps[h->nmaps++].capacity = mnt.capacity;
 	/* cgroups left out of the cache when the tree had more than its capacity (per rescan) */
 	h->lost[h->nlost].reason = "cgroup_cache_full";
-	h->lost[h->nlost++].count = cg.evictions;
+	h->lost[h->nlost++].count = m->maps_only ? 0 : cg.evictions;
 	h->lost[h->nlost].reason = "mount_namespaces_full";
-	h->lost[h->nlost++].count = mnt.namespaces_dropped;
+	h->lost[h->nlost++].count = m->maps_only ? 0 : mnt.namespaces_dropped;
 	h->obj = s->skel->obj;
 }
 
@@ -779,6 +784,10 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 	err = io_choose(m, s, cfg);
 	if (err)
 		goto out_unload;
+	err = adopt_maps(&s->adopt, cfg->pin, m->name, s->skel->skeleton, s->skel->maps.plumb_gate,
+			 &s->skel->rodata->plumb_generation, m->error, sizeof(m->error));
+	if (err)
+		goto out_unload;
 
 	err = io_bpf__load(s->skel);
 	if (err) {
@@ -793,6 +802,11 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 		goto out_unload;
 	}
 	module_attach_settle(m, true);
+	/* the programs count from here (with --pin: the old ones stop in the same write) */
+	err = adopt_activate(&s->adopt, s->skel->maps.plumb_gate, m->error, sizeof(m->error));
+	if (err)
+		goto out_unload;
+	m->adopted = s->adopt.adopted;
 	s->events = ring_buffer__new(bpf_map__fd(s->skel->maps.io_path_events), handle_path_event,
 				     s, NULL);
 	if (!s->events) {
@@ -808,6 +822,13 @@ out_unload:
 	return err;
 }
 
+static int io_hand_over(struct plumb_module *m)
+{
+	struct io_state *s = m->priv;
+
+	return adopt_hand_over(&s->adopt, s->skel->skeleton);
+}
+
 struct plumb_module io_module = {
 	.name = "io",
 	.summary = "file I/O per workload and mount: bytes, calls, errors, latency, fs ops",
@@ -816,4 +837,5 @@ struct plumb_module io_module = {
 	.collect = io_collect,
 	.health = io_health,
 	.unload = io_unload,
+	.hand_over = io_hand_over,
 };

@@ -23,6 +23,9 @@
  *   slowread:PATH:MS         one read() of 4 KiB that takes at least MS: its buffer is a
  *                            userfaultfd page that a second thread fills only after MS
  *   sleep:MS
+ *   stream:DIR:CHUNK:STOP    until the file STOP exists: write() CHUNK bytes to DIR/stream
+ *                            (created) and mkdir() DIR/d/<n> (DIR/d created), then sleep
+ *                            1 ms; prints "written W mkdirs M" (D/d and D/stream included)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -163,6 +166,37 @@ static void slow_read(const char *path, long delay_ms)
 	munmap(fs.page, 4096);
 }
 
+/* Writes and directories at a steady pace until stop exists: a workload across a restart. */
+static void stream(const char *dir, long chunk, const char *stop)
+{
+	char path[4096];
+	long written = 0, mkdirs = 1, n;
+	int fd;
+
+	if (chunk <= 0 || chunk > (long)sizeof(buf))
+		die("stream", "CHUNK must be 1..1 MiB");
+	snprintf(path, sizeof(path), "%s/d", dir);
+	if (mkdir(path, 0755))
+		die("stream", path);
+	snprintf(path, sizeof(path), "%s/stream", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		die("stream", path);
+	for (n = 0; access(stop, F_OK); n++) {
+		if (write(fd, buf, chunk) != chunk)
+			die("stream", "short write");
+		written += chunk;
+		snprintf(path, sizeof(path), "%s/d/%ld", dir, n);
+		if (mkdir(path, 0755))
+			die("stream", path);
+		mkdirs++;
+		usleep(1000);
+	}
+	close(fd);
+	printf("written %ld mkdirs %ld\n", written, mkdirs);
+	fflush(stdout);
+}
+
 static void run(char *spec)
 {
 	char *f[4] = { 0 };
@@ -223,6 +257,8 @@ static void run(char *spec)
 		close(dfd);
 	} else if (!strcmp(f[0], "slowread") && nf == 3) {
 		slow_read(f[1], num(f[2], f[0]));
+	} else if (!strcmp(f[0], "stream") && nf == 4) {
+		stream(f[1], num(f[2], f[0]), f[3]);
 	} else if (!strcmp(f[0], "sleep") && nf == 2) {
 		usleep(num(f[1], f[0]) * 1000);
 	} else {

@@ -58,7 +58,7 @@ static int child_result(enum seccomp_mode mode)
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
 		    pthread_create(&t1, NULL, early, &before))
 			_exit(255);
-		if (!sandbox_syscalls(mode, err, sizeof(err)))
+		if (!sandbox_syscalls(mode, false, err, sizeof(err)))
 			bits |= 16;
 		__atomic_store_n(&waiting, 0, __ATOMIC_RELEASE);
 		pthread_join(t1, NULL);

@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A module's maps and links handed over a restart: see adopt.h. The pins are DIR/<module>/
+ * map_<name> and link_<program>; they exist only between one agent's clean exit and the next
+ * one's start, which removes them once its own programs count.
+ */
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "adopt.h"
+#include "handover.h"
+#include "hashtab.h"
+#include "log.h"
+
+#define ADOPT_MAX_MAPS 32
+
+/* The maps handed over: all but read-only data (.rodata, .kconfig), which each load sets. */
+static bool handed_map(const struct bpf_map *map)
+{
+	const char *name = bpf_map__name(map);
+
+	if (!bpf_map__autocreate(map))
+		return false;
+	return !bpf_map__is_internal(map) ||
+	       (!strstr(name, ".rodata") && !strstr(name, ".kconfig"));
+}
+
+/*
+ * A pin's path. A map is named as the kernel names it (15 characters at most), which is what
+ * bpf_map__name() says of a map taken over and the first 15 of what it says of a new one;
+ * its dots (io_bpf.bss) become underscores: bpffs refuses names with dots.
+ */
+static void map_path(const struct adopt *a, const struct bpf_map *map, char *out, size_t len)
+{
+	char name[16];
+
+	snprintf(name, sizeof(name), "%s", bpf_map__name(map));
+	for (char *c = name; *c; c++)
+		if (*c == '.')
+			*c = '_';
+	snprintf(out, len, "%s/map_%s", a->dir, name);
+}
+
+/* Unlinks every pin in dir: a link's last reference, so it detaches. */
+static void remove_pins(const char *dir)
+{
+	char path[4480];
+	struct dirent *d;
+	DIR *dp;
+
+	dp = opendir(dir);
+	if (!dp)
+		return;
+	while ((d = readdir(dp)))
+		if (d->d_name[0] != '.') {
+			snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
+			unlink(path);
+		}
+	closedir(dp);
+}
+
+void adopt_discard(const char *pin, const char *module)
+{
+	char dir[4200];
+
+	snprintf(dir, sizeof(dir), "%s/%s", pin, module);
+	remove_pins(dir);
+}
+
+/* The pinned map at path, if it is what map would be made as; -1 otherwise. */
+static int compatible_pin(const char *path, const struct bpf_map *map)
+{
+	struct bpf_map_info info = { 0 };
+	__u32 len = sizeof(info);
+	int fd = bpf_obj_get(path);
+
+	if (fd < 0)
+		return -1;
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) || info.type != bpf_map__type(map) ||
+	    info.key_size != bpf_map__key_size(map) ||
+	    info.value_size != bpf_map__value_size(map) ||
+	    info.max_entries != bpf_map__max_entries(map) ||
+	    info.map_flags != bpf_map__map_flags(map)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int adopt_maps(struct adopt *a, const char *pin, const char *module,
+	       const struct bpf_object_skeleton *skel, struct bpf_map *gate,
+	       unsigned int *generation, char *err, size_t errlen)
+{
+	struct bpf_object *obj = *skel->obj;
+	struct bpf_map *maps[ADOPT_MAX_MAPS], *map;
+	int fds[ADOPT_MAX_MAPS], n = 0, gate_fd;
+	struct handover_gate g;
+	char path[4480];
+	__u32 zero = 0;
+	bool ok = true;
+
+	memset(a, 0, sizeof(*a));
+	*generation = 0;
+	if (!pin || !pin[0])
+		return 0;
+	snprintf(a->dir, sizeof(a->dir), "%s/%s", pin, module);
+	if (mkdir(a->dir, 0700) && errno != EEXIST) {
+		int e = errno;
+
+		snprintf(err, errlen, "--pin: cannot create %.200s: %s", a->dir, strerror(e));
+		a->dir[0] = '\0';
+		return -e;
+	}
+	a->object_hash = hash_bytes(skel->data, skel->data_sz);
+
+	map_path(a, gate, path, sizeof(path));
+	gate_fd = compatible_pin(path, gate);
+	if (gate_fd < 0 || bpf_map_lookup_elem(gate_fd, &zero, &g) ||
+	    g.object_hash != a->object_hash) {
+		if (gate_fd >= 0)
+			pr_info("pin: %s: the maps left are another build's: not taken over\n",
+				module);
+		if (gate_fd >= 0)
+			close(gate_fd);
+		adopt_discard(pin, module);
+		return 0;
+	}
+	close(gate_fd);
+	bpf_object__for_each_map (map, obj) {
+		if (!handed_map(map))
+			continue;
+		if (n == ADOPT_MAX_MAPS) {
+			ok = false;
+			break;
+		}
+		map_path(a, map, path, sizeof(path));
+		maps[n] = map;
+		fds[n] = compatible_pin(path, map);
+		if (fds[n] < 0) {
+			pr_info("pin: %s: map %s left is missing or of another size: not taken "
+				"over\n",
+				module, bpf_map__name(map));
+			ok = false;
+			break;
+		}
+		n++;
+	}
+	if (!ok) {
+		for (int i = 0; i < n; i++)
+			close(fds[i]);
+		adopt_discard(pin, module);
+		return 0;
+	}
+	for (int i = 0; i < n; i++) {
+		int e = bpf_map__reuse_fd(maps[i], fds[i]);
+
+		close(fds[i]);
+		if (e) {
+			for (int k = i + 1; k < n; k++)
+				close(fds[k]);
+			snprintf(err, errlen, "--pin: cannot take over map %s: %s",
+				 bpf_map__name(maps[i]), strerror(-e));
+			return e;
+		}
+	}
+	a->adopted = true;
+	a->generation = g.generation + 1;
+	*generation = a->generation;
+	return 0;
+}
+
+int adopt_activate(struct adopt *a, struct bpf_map *gate, char *err, size_t errlen)
+{
+	struct handover_gate g = { .generation = a->generation, .object_hash = a->object_hash };
+	__u32 zero = 0;
+
+	if (!a->dir[0])
+		return 0;
+	if (bpf_map_update_elem(bpf_map__fd(gate), &zero, &g, BPF_ANY)) {
+		int e = errno;
+
+		snprintf(err, errlen, "--pin: cannot set the gate: %s", strerror(e));
+		return -e;
+	}
+	/* the old programs count no more: their links and the pins go */
+	remove_pins(a->dir);
+	return 0;
+}
+
+int adopt_hand_over(struct adopt *a, const struct bpf_object_skeleton *skel)
+{
+	struct bpf_object *obj = *skel->obj;
+	struct bpf_map *map;
+	char path[4480];
+	int ret = 0;
+
+	if (!a->dir[0])
+		return -ENOENT;
+	bpf_object__for_each_map (map, obj) {
+		if (!handed_map(map))
+			continue;
+		map_path(a, map, path, sizeof(path));
+		if (bpf_obj_pin(bpf_map__fd(map), path)) {
+			ret = -errno;
+			goto fail;
+		}
+	}
+	for (int i = 0; i < skel->prog_cnt; i++) {
+		const struct bpf_prog_skeleton *p =
+			(const void *)((const char *)skel->progs + (size_t)i * skel->prog_skel_sz);
+
+		if (!*p->link)
+			continue;
+		snprintf(path, sizeof(path), "%s/link_%s", a->dir, p->name);
+		if (bpf_obj_pin(bpf_link__fd(*p->link), path)) {
+			ret = -errno;
+			goto fail;
+		}
+	}
+	for (int i = 0; i < skel->prog_cnt; i++) {
+		const struct bpf_prog_skeleton *p =
+			(const void *)((const char *)skel->progs + (size_t)i * skel->prog_skel_sz);
+
+		if (*p->link)
+			bpf_link__disconnect(*p->link);
+	}
+	a->handed = true;
+	return 0;
+fail:
+	pr_warn("pin: cannot pin %.200s: %s: counting stops until the next agent\n", path,
+		strerror(-ret));
+	remove_pins(a->dir);
+	return ret;
+}
