@@ -21,6 +21,7 @@
 #include <bpf/bpf_core_read.h>
 #include "blk.h"
 #include "hist.bpf.h"
+#include "gate.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -146,7 +147,7 @@ int BPF_PROG(blk_bio_queue, struct bio *bio)
 	__u64 *sectors;
 	__u32 size = bio->bi_iter.bi_size;
 
-	if (!size)
+	if (!size || !gate_open())
 		return 0; /* a flush or an empty bio: no sectors */
 	key.cgroup_id = task->cgroups->dfl_cgrp->kn->id;
 	key.dev = disk_dev(bio->bi_bdev->bd_disk);
@@ -168,7 +169,7 @@ int BPF_PROG(blk_rq_complete, struct request *rq, blk_status_t error, unsigned i
 	__u64 start, now;
 	__u32 b;
 
-	if (nr_bytes < rq->__data_len)
+	if (nr_bytes < rq->__data_len || !gate_open())
 		return 0;
 	start = rq->start_time_ns;
 	if (!start) {

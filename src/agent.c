@@ -344,7 +344,7 @@ static void carry_hand_over(struct agent *a, const char *dir, const bool *handed
 
 		if (!handed[i])
 			continue;
-		e = carry_part_begin(a->carry, m->name);
+		e = carry_part_begin(a->carry, m->name, m->maps_hold_all);
 		if (e) {
 			pr_warn("pin: %s: %s\n", m->name, strerror(-e));
 			continue;

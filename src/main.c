@@ -62,7 +62,7 @@ static void agent_usage(FILE *out)
 		"      --pin DIR            carry every counter over a restart: at a clean exit\n"
 		"                           their values go into a map pinned in DIR (on a bpf\n"
 		"                           file system), the next agent continues from them;\n"
-		"                           io's programs stay attached meanwhile and the next\n"
+		"                           io's and blk's programs stay attached and the next\n"
 		"                           agent takes them over (docs/continuity.md)\n"
 		"      --pin-capacity N     counter series carried at most (default %u)\n"
 		"  -v, --verbose            more log output (twice: libbpf's too)\n"

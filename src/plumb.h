@@ -87,6 +87,8 @@ struct plumb_module {
 	 * and leaves its programs attached (src/adopt.h). 0 or -errno (then they detach).
 	 */
 	int (*hand_over)(struct plumb_module *m);
+	/* with hand_over: every counter the module exports is what its maps hold, nothing else */
+	bool maps_hold_all;
 
 	void *priv;
 	/* --pin: this agent took the maps over from the one before (their counts went on) */

@@ -56,6 +56,7 @@ struct carry {
 	struct carry_part parts[CARRY_MAX_PARTS];
 	size_t nparts;
 	struct carry_part *subtracting; /* between carry_part_begin and carry_part_end */
+	bool maps_hold_all; /* the module subtracting: its maps hold all of every series */
 	struct hashtab saved_index; /* the saved series by key, while subtracting */
 	struct hashtab offsets; /* restored at open */
 	struct carry_entry *restored;
@@ -290,7 +291,7 @@ static double subtract(struct carry *c, struct carry_key k, double value)
 
 	if (e && p->nsaved < c->capacity) {
 		p->saved[p->nsaved].key = k;
-		p->saved[p->nsaved].value = e->value - value;
+		p->saved[p->nsaved].value = c->maps_hold_all ? 0 : e->value - value;
 		p->nsaved++;
 	}
 	return value;
@@ -463,7 +464,7 @@ void carry_use_part(struct carry *c, const char *module)
 	}
 }
 
-int carry_part_begin(struct carry *c, const char *module)
+int carry_part_begin(struct carry *c, const char *module, bool maps_hold_all)
 {
 	struct carry_part *p = part_of(c, module);
 
@@ -479,6 +480,7 @@ int carry_part_begin(struct carry *c, const char *module)
 	}
 	p->nsaved = 0;
 	c->subtracting = p;
+	c->maps_hold_all = maps_hold_all;
 	return 0;
 }
 

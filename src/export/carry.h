@@ -57,9 +57,11 @@ void carry_use_part(struct carry *c, const char *module);
 /*
  * At exit, after the recording collect: until carry_part_end, carry_adjust takes each value
  * it sees as what the module's maps hold of the series, and keeps the series' recorded
- * value less it for the module's part (written by carry_save). 0 or -errno.
+ * value less it for the module's part (written by carry_save); 0 for each series it sees
+ * when maps_hold_all (the module's maps hold the whole of every series, read again or not).
+ * 0 or -errno.
  */
-int carry_part_begin(struct carry *c, const char *module);
+int carry_part_begin(struct carry *c, const char *module, bool maps_hold_all);
 void carry_part_end(struct carry *c);
 
 /* What the start found: series restored, and those the previous agent could not save. */

@@ -15,6 +15,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "adopt.h"
 #include "clock.h"
 #include "detach.h"
 #include "plumb.h"
@@ -57,6 +58,7 @@ struct blk_state {
 	unsigned int grace_s;
 	int ncpus;
 	uint64_t last_expiry_ms;
+	struct adopt adopt; /* --pin: the maps and links over a restart */
 };
 
 static int key_cmp(const void *a, const void *b)
@@ -446,6 +448,10 @@ static int blk_load(struct plumb_module *m, const struct plumb_config *cfg)
 	snprintf(m->choice, sizeof(m->choice),
 		 "sectors at block_bio_queue (the submitting thread's cgroup); request latency "
 		 "at block_rq_complete from the request's start time");
+	err = adopt_maps(&s->adopt, cfg->pin, m->name, s->skel->skeleton, s->skel->maps.plumb_gate,
+			 &s->skel->rodata->plumb_generation, m->error, sizeof(m->error));
+	if (err)
+		goto out_unload;
 	err = blk_bpf__load(s->skel);
 	if (err) {
 		snprintf(m->error, sizeof(m->error), "cannot load BPF programs: %s",
@@ -459,6 +465,10 @@ static int blk_load(struct plumb_module *m, const struct plumb_config *cfg)
 		goto out_unload;
 	}
 	module_attach_settle(m, true);
+	err = adopt_activate(&s->adopt, s->skel->maps.plumb_gate, m->error, sizeof(m->error));
+	if (err)
+		goto out_unload;
+	m->adopted = s->adopt.adopted;
 	s->last_expiry_ms = monotonic_ms();
 	return 0;
 
@@ -466,6 +476,13 @@ out_unload:
 	module_attach_settle(m, false);
 	blk_unload(m);
 	return err;
+}
+
+static int blk_hand_over(struct plumb_module *m)
+{
+	struct blk_state *s = m->priv;
+
+	return adopt_hand_over(&s->adopt, s->skel->skeleton);
 }
 
 struct plumb_module blk_module = {
@@ -476,4 +493,6 @@ struct plumb_module blk_module = {
 	.collect = blk_collect,
 	.health = blk_health,
 	.unload = blk_unload,
+	.hand_over = blk_hand_over,
+	.maps_hold_all = true,
 };

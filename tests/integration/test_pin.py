@@ -19,7 +19,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import (IOWORK, PLUMB, Agent, Cleanup, Prometheus, Runner, free_port,  # noqa: E402
-                 iowork, make_cgroup, mount_tmpfs, require_root, select, sh, umount, value)
+                 iowork, loop_device, make_cgroup, mount_tmpfs, require_root, select, sh,
+                 umount, value)
 
 MIB = 1 << 20
 COUNTERS = '{__name__=~"plumb_.+(_total|_bucket|_count|_sum)"}'
@@ -146,10 +147,31 @@ def test_restart(cleanup):
     assert d.stop() == 0
 
 
+DISK_WRITER = """
+import mmap, os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_DIRECT)
+buf = mmap.mmap(-1, 4096)  # page-aligned, as O_DIRECT wants
+n = 0
+while not os.path.exists(sys.argv[2]):
+    assert os.pwrite(fd, buf, (n % 1024) * 4096) == 4096
+    n += 1
+    time.sleep(0.001)
+print(n, flush=True)
+"""
+
+
+def in_cgroup(cg):
+    def join():
+        with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+    return join
+
+
 def test_no_gap(cleanup):
-    """A workload writing and making directories all through a restart: the new agent takes
-    the io module's maps and links over, so what was done while no agent ran is counted:
-    bytes (in the maps) and directories (their events wait in the ring buffer) exactly."""
+    """Workloads writing files, making directories and writing a disk all through a restart:
+    the new agent takes the io and blk modules' maps and links over, so what was done while
+    no agent ran is counted: bytes and sectors (in the maps) and directories (their events
+    wait in the ring buffer), exactly."""
     base = tempfile.mkdtemp(prefix="plumb-pin-gap-", dir="/tmp")
     cleanup.add(os.rmdir, base)
     pin = os.path.join(mount_bpffs(cleanup, base), "plumb")
@@ -159,11 +181,16 @@ def test_no_gap(cleanup):
     sel = dict(cgroup=label, mount=mnt)
     stop = os.path.join(base, "stop")
     cleanup.add(lambda: os.path.exists(stop) and os.unlink(stop))
+    dev = loop_device(cleanup)
+    disk = os.path.basename(dev)
     port = free_port()
-    a = Agent(cleanup, "--pin", pin, "--modules", "io", port=port)
+    a = Agent(cleanup, "--pin", pin, "--modules", "io,blk", port=port)
     w = subprocess.Popen([IOWORK, "--cgroup", cg, f"stream:{mnt}:4096:{stop}"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     cleanup.add(lambda: w.poll() is None and (w.kill(), w.wait()))
+    d = subprocess.Popen([sys.executable, "-c", DISK_WRITER, dev, stop], preexec_fn=in_cgroup(cg),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cleanup.add(lambda: d.poll() is None and (d.kill(), d.wait()))
     deadline = time.time() + 10
     while not value(a.metrics(), "plumb_io_write_bytes_total", **sel):
         assert time.time() < deadline and w.poll() is None, "the writer is not counted"
@@ -172,9 +199,10 @@ def test_no_gap(cleanup):
     last = value(a.metrics(), "plumb_io_write_bytes_total", **sel)
     assert a.stop() == 0, "the first agent did not exit cleanly"
     stopped = time.monotonic()
-    b = Agent(cleanup, "--pin", pin, "--modules", "io", port=port)
+    b = Agent(cleanup, "--pin", pin, "--modules", "io,blk", port=port)
     gap = time.monotonic() - stopped
-    assert "io: maps and counting taken over" in b.output(), b.output()[-2000:]
+    for mod in ("io", "blk"):
+        assert f"{mod}: maps and counting taken over" in b.output(), b.output()[-2000:]
     deadline = time.time() + 10
     while (first := value(b.metrics(), "plumb_io_write_bytes_total", **sel)) is None:
         assert time.time() < deadline, "the second agent never showed the writer"
@@ -184,10 +212,15 @@ def test_no_gap(cleanup):
     out, err = w.communicate(timeout=10)
     assert w.returncode == 0, f"the writer failed: {err}"
     written, mkdirs = int(out.split()[1]), int(out.split()[3])
-    print(f"  the writer: {written} bytes, {mkdirs} directories; the first agent's last "
-          f"scrape {last:.0f}, the second's first {first:.0f}, {gap:.2f} s without an agent")
+    out, err = d.communicate(timeout=10)
+    assert d.returncode == 0, f"the disk writer failed: {err}"
+    blocks = int(out)
+    print(f"  the writers: {written} bytes, {mkdirs} directories, {blocks} disk blocks; the "
+          f"first agent's last scrape {last:.0f} bytes, the second's first {first:.0f}, "
+          f"{gap:.2f} s without an agent")
     wait_value(b, "plumb_io_write_bytes_total", written, **sel)
     wait_value(b, "plumb_io_ops_total", mkdirs, op="mkdir", **sel)
+    wait_value(b, "plumb_blk_sectors_total", blocks * 8, cgroup=label, device=disk, op="write")
     assert b.stop() == 0
 
 
@@ -204,7 +237,7 @@ def main():
     require_root()
     runner = Runner()
     for name, fn in (("pin: counters carried over a restart, none after a crash", test_restart),
-                     ("pin: io counts what was done during the restart", test_no_gap),
+                     ("pin: io and blk count what was done during the restart", test_no_gap),
                      ("pin: a directory off bpffs is refused in one line", test_bad_pin_dir)):
         cleanup = Cleanup()
         try:
