@@ -44,12 +44,19 @@ def wait_value(agent, name, want, timeout=10, **labels):
         time.sleep(0.2)
 
 
-def test_restart(cleanup):
-    base = tempfile.mkdtemp(prefix="plumb-pin-it-", dir="/tmp")
+def scene(cleanup, prefix, size_mb):
+    """A directory of the test's own with a bpf file system (the pin directory in it) and a
+    tmpfs of size_mb: (base, pin, tmpfs mount point)."""
+    base = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
     cleanup.add(os.rmdir, base)
     pin = os.path.join(mount_bpffs(cleanup, base), "plumb")
     mnt = os.path.join(base, "tmpfs")
-    mount_tmpfs(cleanup, mnt, size_mb=64)
+    mount_tmpfs(cleanup, mnt, size_mb=size_mb)
+    return base, pin, mnt
+
+
+def test_restart(cleanup):
+    base, pin, mnt = scene(cleanup, "plumb-pin-it-", 64)
     cg, label = make_cgroup(cleanup, f"plumb-pin-{os.getpid()}/job")
     # a second workload that writes under the first agent, then not under the second
     cg2, label2 = make_cgroup(cleanup, f"plumb-pin-{os.getpid()}/idle")
@@ -172,11 +179,7 @@ def test_no_gap(cleanup):
     the new agent takes the io and blk modules' maps and links over, so what was done while
     no agent ran is counted: bytes and sectors (in the maps) and directories (their events
     wait in the ring buffer), exactly."""
-    base = tempfile.mkdtemp(prefix="plumb-pin-gap-", dir="/tmp")
-    cleanup.add(os.rmdir, base)
-    pin = os.path.join(mount_bpffs(cleanup, base), "plumb")
-    mnt = os.path.join(base, "tmpfs")
-    mount_tmpfs(cleanup, mnt, size_mb=256)
+    base, pin, mnt = scene(cleanup, "plumb-pin-gap-", 256)
     cg, label = make_cgroup(cleanup, f"plumb-pin-gap-{os.getpid()}/job")
     sel = dict(cgroup=label, mount=mnt)
     stop = os.path.join(base, "stop")
