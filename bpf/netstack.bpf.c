@@ -417,32 +417,45 @@ int BPF_PROG(ns_queue, struct sk_buff *skb)
 }
 
 /*
- * The application sends on a TCP socket (6.18's tcp_sendmsg_locked, at the start of the
- * send): the first byte's time and sequence, kept until a packet carries it. A socket keeps
- * its oldest NETSTACK_SEND_SLOTS waiting sends; later ones wait unsampled.
+ * The application sends on a TCP socket (6.18's tcp_sendmsg_locked): the first byte's time
+ * and sequence, kept until a packet carries it. A socket keeps its oldest
+ * NETSTACK_SEND_SLOTS waiting sends; later ones wait unsampled. The tracepoint is in the
+ * send's copy loop, once for each skb the data goes into: only the first, before any of the
+ * message was taken (its iterator's offset still 0), starts a send. (A message of several
+ * iovecs whose skb ends exactly at the end of one of them is taken for a second send.)
  */
 SEC("tp_btf/tcp_sendmsg_locked")
 int BPF_PROG(ns_sendmsg, struct sock *sk, struct msghdr *msg, struct sk_buff *skb, int size_goal)
 {
 	struct netstack_send *snd, fresh = {};
 	__u64 key = (__u64)sk, now;
-	__u32 hash, n;
+	__u32 hash, n, seq;
 
+	if (msg->msg_iter.iov_offset)
+		return 0; /* the same send, going on into a new skb */
 	if (sample_every > 1) {
 		hash = sk->sk_txhash; /* what TCP puts in its packets' skb->hash */
 		if (!hash || hash % sample_every)
 			return 0;
 	}
 	now = bpf_ktime_get_ns();
+	seq = BPF_CORE_READ((struct tcp_sock *)sk, write_seq);
 	snd = bpf_map_lookup_elem(&ns_sends, &key);
 	if (!snd) {
 		fresh.ts[0] = now;
-		fresh.seq[0] = BPF_CORE_READ((struct tcp_sock *)sk, write_seq);
+		fresh.seq[0] = seq;
 		fresh.n = 1;
 		fresh.cgroup = bpf_get_current_cgroup_id();
+		fresh.last_msg = (__u64)msg;
+		fresh.last_seq = seq;
 		lru_insert(&ns_sends, NS_MAP_SENDS, &key, &fresh);
 		return 0;
 	}
+	/* the loop again with nothing taken yet: it waited for memory before its first skb */
+	if (snd->last_msg == (__u64)msg && snd->last_seq == seq)
+		return 0;
+	snd->last_msg = (__u64)msg;
+	snd->last_seq = seq;
 	n = snd->n;
 	barrier_var(n);
 	if (n >= NETSTACK_SEND_SLOTS) {
@@ -451,7 +464,7 @@ int BPF_PROG(ns_sendmsg, struct sock *sk, struct msghdr *msg, struct sk_buff *sk
 	}
 	snd->cgroup = bpf_get_current_cgroup_id();
 	snd->ts[n] = now;
-	snd->seq[n] = BPF_CORE_READ((struct tcp_sock *)sk, write_seq);
+	snd->seq[n] = seq;
 	snd->n = n + 1;
 	return 0;
 }

@@ -119,7 +119,8 @@ struct netstack_send {
 	__u64 ts[NETSTACK_SEND_SLOTS]; /* ktime at tcp_sendmsg_locked */
 	__u32 seq[NETSTACK_SEND_SLOTS]; /* each send's first byte: the socket's write_seq then */
 	__u32 n; /* slots in use, from 0 */
-	__u32 pad;
+	__u32 last_seq; /* the last send seen: its first byte, */
+	__u64 last_msg; /* and its msghdr (the same send seen again: nothing new) */
 	__u64 cgroup; /* the sender's, at its last send */
 };
 

@@ -309,6 +309,45 @@ for _ in range(int(sys.argv[2])):
 s.close()
 """
 
+# Nagle on and no pause: sends gather in the unsent tail skb until it is full, and a send
+# that does not fit goes on into a new one (tcp_sendmsg_locked's tracepoint fires for each)
+BURST_SENDER = """
+import socket, sys
+s = socket.create_connection((sys.argv[1], PORT))
+for _ in range(int(sys.argv[2])):
+    s.sendall(b"x" * 1000)
+s.close()
+"""
+
+
+def burst_sends(agent, hosts, cleanup, tag):
+    """Sends that fill several skbs each are each one send: sampled or counted as beyond the
+    socket's slots, once (the tracepoint fires once per skb a send goes into)."""
+    n, port = 2000, free_port()
+    send_dir, _ = make_cgroup(cleanup, f"plumbns{tag}/slurm/job_{tag}3")
+    recv_dir, _ = make_cgroup(cleanup, f"plumbns{tag}/burst")
+    wl, h1 = f"slurm/{tag}3", hosts.names[0]
+
+    def counts(m):
+        return (value(m, "plumb_netstack_latency_seconds_count", component="send",
+                      device="eth0", netns=h1, workload=wl),
+                value(m, "plumb_events_lost_total", module="netstack", reason="send_slots_full"))
+    slots = counts(agent.metrics())[1]
+    rd = hosts.run(1, recv_dir, sys.executable, "-c", f"PORT = {port}" + WORKLOAD_READER,
+                   stdout=subprocess.PIPE, text=True)
+    cleanup.add(lambda: rd.poll() is None and (rd.kill(), rd.wait()))
+    assert rd.stdout.readline().strip() == "ready"
+    snd = hosts.run(0, send_dir, sys.executable, "-c", f"PORT = {port}" + BURST_SENDER,
+                    hosts.addrs[1], str(n))
+    assert snd.wait(30) == 0 and rd.wait(10) == 0
+    m = settle(agent, lambda m: sum(counts(m)) - slots >= n, timeout=5)
+    got, full = counts(m)
+    full -= slots
+    print(f"  {n} sends in bursts: {got:.0f} sampled, {full:.0f} beyond the slots")
+    assert got + full == n, f"{n} sends: {got:.0f} sampled + {full:.0f} beyond the slots"
+    for d in (send_dir, recv_dir):
+        os.rmdir(d)
+
 
 def test_workloads(hosts, cleanup):
     """A sender and a reader in cgroups of their own (SLURM jobs by their paths): the
@@ -345,6 +384,8 @@ def test_workloads(hosts, cleanup):
               f"workload {w[3]}")
         assert n * 0.97 <= got <= n, f"{w}: {got} samples for {n} messages"
         assert not count(m, w[0], w[1], w[2], ""), f"{w[:3]} samples without a workload"
+    if send_component():
+        burst_sends(agent, hosts, cleanup, tag)
     # the packets' components (no process of theirs) carry none
     assert select(m, "plumb_netstack_latency_seconds_count", component="backlog",
                   netns=h2, workload="")
@@ -739,7 +780,10 @@ WINDOW = 10 if EMULATED else 5
 # alone had the steal learned a 1.3-1.5 ms baseline, above the hog's own 0.9 ms in windows
 # with no steal. A failed attempt under that much steal says nothing of plumb: it is void and
 # the scenario runs again, ATTEMPTS in all; a passed one counts under any steal, a failed
-# one under less steal fails, and so do ATTEMPTS voids.
+# one under less steal fails, and so do ATTEMPTS voids. The other scenarios the same with
+# the host's steal per CPU: in (e) under load CI saw the reader's socket queue rise above
+# the forwarding it waited behind in 4 of 10 trials (the reader starved of CPU), where a
+# quieter host names forwarding in 9-10 of 10.
 STEAL_VOID, ATTEMPTS = 0.15, 3
 # The scenarios' UDP flow, and (a)'s rate limit under it. Emulated guests get a quarter: at
 # 16 Mbit/s a 6.12 guest's CPU, busy with the 3,000-rule chain, made the receiver read late,
@@ -831,23 +875,25 @@ def wanted_state(want, docs):
 
 
 def trials(view, inject, remove, want, steal_cpu=None):
-    """TRIALS rounds of: inject, a window, remove, a window. Returns the verdicts."""
-    t0, s0 = time.monotonic(), steal_seconds(steal_cpu) if steal_cpu is not None else 0
+    """TRIALS rounds of: inject, a window, remove, a window. Returns the verdicts. The
+    hypervisor's steal is measured meanwhile: of CPU steal_cpu, or of the host per CPU."""
+    ncpu = 1 if steal_cpu is not None else os.cpu_count()
+    t0, s0 = time.monotonic(), steal_seconds(steal_cpu)
     view.wait_ready(want)
     view.next(WINDOW)  # settled
     # the baselines were learned meanwhile
-    warm = (steal_seconds(steal_cpu) - s0) / (time.monotonic() - t0) if steal_cpu is not None else 0
+    warm = (steal_seconds(steal_cpu) - s0) / (time.monotonic() - t0) / ncpu
+    where = f"cpu{steal_cpu}" if steal_cpu is not None else "each CPU"
     hits, clean, seen, stolen_all = 0, 0, [], []
     for _ in range(TRIALS):
-        s0 = steal_seconds(steal_cpu) if steal_cpu is not None else 0
+        s0 = steal_seconds(steal_cpu)
         inject()
         try:
             w = view.next(WINDOW)
         finally:
             remove()
-        stolen = steal_seconds(steal_cpu) - s0 if steal_cpu is not None else 0
-        if steal_cpu is not None:
-            stolen_all.append(stolen)
+        stolen = (steal_seconds(steal_cpu) - s0) / ncpu
+        stolen_all.append(stolen)
         c = view.next(WINDOW)
         v_in, v_out = verdict(w[-3:]), verdict(c[-3:])
         if os.environ.get("PLUMB_NETSTACK_DEBUG"):
@@ -859,15 +905,14 @@ def trials(view, inject, remove, want, steal_cpu=None):
                                     "start": view.docs[:20] if not seen else []}) + "\n")
         hits += v_in == want
         clean += v_out is None
-        seen.append((v_in, v_out) + ((f"cpu{steal_cpu} stolen {stolen:.2f} s",)
-                                     if steal_cpu is not None else ())
+        seen.append((v_in, v_out, f"{where} stolen {stolen:.2f} s")
                     + ((wanted_state(want, w[-3:]),) if v_in != want else ()))
     print(f"  {want}: named in {hits}/{TRIALS} trials, clean in {clean}/{TRIALS}")
-    if (hits < NEED or clean < NEED) and stolen_all:
+    if hits < NEED or clean < NEED:
         share = statistics.median(stolen_all) / (WINDOW * VIEW_INTERVAL)
         if max(share, warm) > STEAL_VOID:
             raise Void(f"named in {hits}/{TRIALS}, clean in {clean}/{TRIALS} with the "
-                       f"hypervisor taking cpu{steal_cpu} {warm:.0%} of the time while the "
+                       f"hypervisor taking {where} {warm:.0%} of the time while the "
                        f"baselines were learned and {share:.0%} of the injected windows "
                        f"(median; void above {STEAL_VOID:.0%}): {seen}")
     assert hits >= NEED and clean >= NEED, \
