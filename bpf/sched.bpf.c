@@ -32,6 +32,7 @@
 #include <bpf/bpf_core_read.h>
 #include "plumb_sched.h"
 #include "task.bpf.h"
+#include "gate.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -530,6 +531,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	__u32 kind = SCHED_SLEEP;
 	__u64 now, steal = 0;
 
+	if (!gate_open())
+		return 0;
 	if (steal_on)
 		steal = task_steal(prev);
 	if (close_at_switch_in || steal_on)
@@ -574,8 +577,11 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(sched_wakeup, struct task_struct *p)
 {
-	struct sched_thread *t = bpf_task_storage_get(&sched_threads, p, NULL, 0);
+	struct sched_thread *t;
 
+	if (!gate_open())
+		return 0;
+	t = bpf_task_storage_get(&sched_threads, p, NULL, 0);
 	if (!t || !t->off_ns)
 		return 0;
 	episode_close(t, wakeup_clock(p));
@@ -599,7 +605,7 @@ int BPF_PROG(wait_waking, struct task_struct *p)
 	__u32 op;
 
 	/* the wakee's own registers first: two loads, where a storage lookup costs more */
-	if (!regs || regs->ax != (unsigned long)-ENOSYS ||
+	if (!gate_open() || !regs || regs->ax != (unsigned long)-ENOSYS ||
 	    (regs->orig_ax != NR_FUTEX && regs->orig_ax != NR_FUTEX_WAITV &&
 	     regs->orig_ax != NR_FUTEX_WAIT))
 		return 0;
@@ -684,6 +690,8 @@ static __always_inline void record_fill(struct sched_record *r, struct task_stru
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_fork, struct task_struct *parent, struct task_struct *child)
 {
+	if (!gate_open())
+		return 0;
 	if (!bpf_task_storage_get(&sched_threads, child, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE))
 		count_lost(SCHED_LOST_STORAGE);
 	return 0;
@@ -693,8 +701,11 @@ int BPF_PROG(sched_fork, struct task_struct *parent, struct task_struct *child)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_exit, struct task_struct *p)
 {
-	struct sched_record *r = bpf_ringbuf_reserve(&sched_exits, sizeof(*r), 0);
+	struct sched_record *r;
 
+	if (!gate_open())
+		return 0;
+	r = bpf_ringbuf_reserve(&sched_exits, sizeof(*r), 0);
 	if (!r) {
 		count_lost(SCHED_LOST_RINGBUF_FULL);
 		return 0;

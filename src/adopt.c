@@ -202,6 +202,8 @@ int adopt_hand_over(struct adopt *a, const struct bpf_object_skeleton *skel)
 
 	if (!a->dir[0])
 		return -ENOENT;
+	if (a->handed)
+		return 0; /* an object two modules share (sched and wait) */
 	bpf_object__for_each_map (map, obj) {
 		if (!handed_map(map))
 			continue;
@@ -237,4 +239,35 @@ fail:
 		strerror(-ret));
 	remove_pins(a->dir);
 	return ret;
+}
+
+int adopt_side_map(const char *pin, const char *name, __u32 key_size, __u32 value_size,
+		   __u32 max_entries, char *err, size_t errlen)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_NO_PREALLOC);
+	struct bpf_map_info info = { 0 };
+	__u32 len = sizeof(info);
+	char path[4480];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", pin, name);
+	fd = bpf_obj_get(path);
+	if (fd >= 0) {
+		if (!bpf_obj_get_info_by_fd(fd, &info, &len) && info.type == BPF_MAP_TYPE_HASH &&
+		    info.key_size == key_size && info.value_size == value_size &&
+		    info.max_entries == max_entries)
+			return fd;
+		close(fd); /* another build's: made again */
+		unlink(path);
+	}
+	fd = bpf_map_create(BPF_MAP_TYPE_HASH, name, key_size, value_size, max_entries, &opts);
+	if (fd < 0 || bpf_obj_pin(fd, path)) {
+		int e = errno;
+
+		if (fd >= 0)
+			close(fd);
+		snprintf(err, errlen, "--pin: cannot make %.200s: %s", path, strerror(e));
+		return -e;
+	}
+	return fd;
 }

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <linux/types.h>
 
 struct bpf_map;
 struct bpf_object;
@@ -48,6 +49,13 @@ int adopt_activate(struct adopt *a, struct bpf_map *gate, char *err, size_t errl
  * and nothing is disconnected. 0 or -errno.
  */
 int adopt_hand_over(struct adopt *a, const struct bpf_object_skeleton *skel);
+
+/*
+ * DIR/<name>: a hash map of the module's own (not preallocated) for what user space hands to
+ * the next agent beside the maps, made if missing or of another shape. Its fd or -errno.
+ */
+int adopt_side_map(const char *pin, const char *name, __u32 key_size, __u32 value_size,
+		   __u32 max_entries, char *err, size_t errlen);
 
 /* Removes whatever an agent left in DIR/<module> (its links detach). */
 void adopt_discard(const char *pin, const char *module);

@@ -26,9 +26,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "adopt.h"
 #include "clock.h"
 #include "detach.h"
 #include "hashtab.h"
+#include "log.h"
 #include "host.h"
 #include "plumb.h"
 #include "probe.h"
@@ -138,7 +140,21 @@ struct sched_state {
 	uint64_t bri_inserted; /* the programs' count of entries made, at the last prune */
 	size_t bri_capacity; /* wait_bri's max_entries (--wait-capacity) */
 	uint64_t bri_evicted; /* live threads' entries removed to keep wait_bri below 3/4 */
+	struct adopt adopt; /* --pin: the maps and links over a restart */
+	int baselines_fd; /* --pin: DIR/sched_baselines, or -1 */
 };
+
+/*
+ * --pin: what user space hands to the next agent beside the maps, in DIR/sched_baselines:
+ * each followed thread's counts at the last read (so the next agent adds only what came
+ * after), and under BASELINE_META the attach time the threads' first counts date from.
+ */
+struct sched_baseline {
+	uint64_t start_ns;
+	uint64_t last[SCHED_METRICS];
+};
+
+#define BASELINE_META 0xffffffffu
 
 /* The one instance the sched and wait modules share. */
 static struct sched_state *sched_shared;
@@ -265,6 +281,60 @@ static void record_apply(struct sched_state *s, const struct sched_record *r)
 	memcpy(t->comm, r->comm, sizeof(t->comm));
 	t->slot = r->slot;
 	t->slot_val = r->slot_val;
+}
+
+/*
+ * A start that took the maps over: the threads the agent before followed, with their counts
+ * at its last read, and its attach time; the map is left empty.
+ */
+static void baselines_take(struct sched_state *s)
+{
+	struct sched_baseline b;
+	struct sched_tid *t;
+	__u32 key, next;
+	bool first = true;
+
+	while (!bpf_map_get_next_key(s->baselines_fd, first ? NULL : &key, &next)) {
+		first = false;
+		key = next;
+		if (bpf_map_lookup_elem(s->baselines_fd, &key, &b))
+			continue;
+		if (key == BASELINE_META) {
+			s->attach_ns = b.start_ns;
+			continue;
+		}
+		if (s->ntids >= SCHED_THREADS_MAX || !(t = calloc(1, sizeof(*t))))
+			continue;
+		t->tid = key;
+		t->start_ns = b.start_ns;
+		memcpy(t->last, b.last, sizeof(t->last));
+		hashtab_insert(&s->tids, &t->hnode, hash_bytes(&t->tid, sizeof(t->tid)));
+		s->ntids++;
+	}
+	while (!bpf_map_get_next_key(s->baselines_fd, NULL, &next))
+		if (bpf_map_delete_elem(s->baselines_fd, &next))
+			break;
+}
+
+/* At a clean exit that handed the maps over: every followed thread's counts, for the next. */
+static void baselines_save(struct sched_state *s)
+{
+	struct sched_baseline b = { .start_ns = s->attach_ns };
+	__u32 key = BASELINE_META;
+	struct hnode *n;
+	size_t saved = 0;
+
+	bpf_map_update_elem(s->baselines_fd, &key, &b, BPF_ANY);
+	for (size_t i = 0; i <= s->tids.mask; i++)
+		for (n = s->tids.buckets[i]; n; n = n->next) {
+			struct sched_tid *t = (struct sched_tid *)n;
+
+			b.start_ns = t->start_ns;
+			memcpy(b.last, t->last, sizeof(b.last));
+			key = t->tid;
+			saved += !bpf_map_update_elem(s->baselines_fd, &key, &b, BPF_ANY);
+		}
+	pr_info("pin: sched: %zu threads' counts handed over\n", saved);
 }
 
 static int handle_exit(void *ctx, void *data, size_t len)
@@ -572,8 +642,11 @@ static void collect_end(void)
 static int sched_collect(struct plumb_module *m, struct prom_writer *w)
 {
 	struct sched_state *s = m->priv;
-	int err = collect_begin(s);
+	int err;
 
+	if (m->maps_only)
+		return 0; /* the next agent adds only what came after this read: all is carried */
+	err = collect_begin(s);
 	if (err)
 		return err;
 	for (int k = 0; k < SCHED_TIME_METRICS; k++) {
@@ -589,8 +662,11 @@ static int sched_collect(struct plumb_module *m, struct prom_writer *w)
 static int wait_collect(struct plumb_module *m, struct prom_writer *w)
 {
 	struct sched_state *s = m->priv;
-	int err = collect_begin(s);
+	int err;
 
+	if (m->maps_only)
+		return 0; /* as sched_collect */
+	err = collect_begin(s);
 	if (err)
 		return err;
 	prom_family(w, "plumb_wait_seconds_total", PROM_COUNTER,
@@ -622,10 +698,11 @@ static void sched_health(struct plumb_module *m, struct module_health *h)
 	health_add_lost(h, "ringbuf_full", lost[SCHED_LOST_RINGBUF_FULL]);
 	health_add_lost(h, "storage_full", lost[SCHED_LOST_STORAGE]);
 	health_add_lost(h, "wakeup_unseen", lost[SCHED_LOST_UNCLOSED]);
-	health_add_lost(h, "threads_full", s->tids_full);
-	health_add_lost(h, "cgroups_full", s->cgroups_full);
-	health_add_lost(h, "exit_missed", s->exit_missed);
-	health_add_lost(h, "cgroup_unnamed", s->unnamed);
+	/* the maps-only collect at exit: what user space counts is carried whole */
+	health_add_lost(h, "threads_full", m->maps_only ? 0 : s->tids_full);
+	health_add_lost(h, "cgroups_full", m->maps_only ? 0 : s->cgroups_full);
+	health_add_lost(h, "exit_missed", m->maps_only ? 0 : s->exit_missed);
+	health_add_lost(h, "cgroup_unnamed", m->maps_only ? 0 : s->unnamed);
 	h->obj = s->owner == m ? s->skel->obj : NULL;
 }
 
@@ -638,9 +715,9 @@ static void wait_health(struct plumb_module *m, struct module_health *h)
 	h->nmaps = h->nlost = 0;
 	health_add_map(h, "wait_bri", s->nbri, s->bri_capacity);
 	health_add_lost(h, "bri_full", lost[WAIT_LOST_BRI_FULL]);
-	health_add_lost(h, "bri_evicted", s->bri_evicted);
+	health_add_lost(h, "bri_evicted", m->maps_only ? 0 : s->bri_evicted);
 	health_add_lost(h, "futex_key_unresolved", lost[WAIT_LOST_FUTEX_KEY]);
-	health_add_lost(h, "cgroup_unnamed", s->unnamed);
+	health_add_lost(h, "cgroup_unnamed", m->maps_only ? 0 : s->unnamed);
 	h->obj = s->owner == m ? s->skel->obj : NULL;
 }
 
@@ -663,6 +740,10 @@ static void sched_unload(struct plumb_module *m)
 		return;
 	}
 	sched_shared = NULL;
+	if (s->adopt.handed)
+		baselines_save(s);
+	if (s->baselines_fd >= 0)
+		close(s->baselines_fd);
 	ring_buffer__free(s->exits);
 	if (s->skel)
 		links_destroy_parallel((struct bpf_link **)&s->skel->links,
@@ -755,6 +836,37 @@ static int sched_attach(struct sched_state *s, bool switches)
 }
 
 /*
+ * --pin: the maps of the agent before, if it left them (its programs still count into them
+ * until this one's attach), and its threads' counts at its last read, which the first read
+ * here continues from; then a fresh DIR/sched_baselines for this agent's exit.
+ */
+static int sched_adopt(struct plumb_module *m, struct sched_state *s,
+		       const struct plumb_config *cfg)
+{
+	int err = adopt_maps(&s->adopt, cfg->pin, "sched", s->skel->skeleton,
+			     s->skel->maps.plumb_gate, &s->skel->rodata->plumb_generation, m->error,
+			     sizeof(m->error));
+
+	if (err || !cfg->pin)
+		return err;
+	s->baselines_fd = adopt_side_map(cfg->pin, "sched_baselines", sizeof(__u32),
+					 sizeof(struct sched_baseline), SCHED_THREADS_MAX + 1,
+					 m->error, sizeof(m->error));
+	if (s->baselines_fd < 0)
+		return s->baselines_fd;
+	if (s->adopt.adopted) {
+		baselines_take(s);
+	} else { /* another agent's, or none: nothing to continue */
+		__u32 next;
+
+		while (!bpf_map_get_next_key(s->baselines_fd, NULL, &next))
+			if (bpf_map_delete_elem(s->baselines_fd, &next))
+				break;
+	}
+	return 0;
+}
+
+/*
  * Loads the object the sched and wait modules share, or joins it when the other one did;
  * wait_on is fixed by the first load: the waits are classified when the wait module is
  * among the requested ones (cfg->wait).
@@ -778,6 +890,7 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 			return -EINVAL;
 		s->users++;
 		m->priv = s;
+		m->adopted = s->adopt.adopted;
 		module_attach_settle(m, true);
 		return 0;
 	}
@@ -793,6 +906,7 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 	m->priv = s;
 	s->users = 1;
 	s->owner = m;
+	s->baselines_fd = -1;
 	sched_shared = s;
 	s->wait_on = (wait || cfg->wait) && kernel_has(FEAT_TASK_PT_REGS);
 	s->grace_s = cfg->cgroup_grace_s;
@@ -823,13 +937,19 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 	bpf_program__set_autoload(s->skel->progs.wait_waking, s->wait_on);
 	bpf_program__set_autoload(s->skel->progs.sched_wakeup, !s->run_delay);
 	shared_notes(m, s, wait);
+	err = sched_adopt(m, s, cfg);
+	if (err)
+		goto out_unload;
 	err = sched_bpf__load(s->skel);
 	if (err) {
 		snprintf(m->error, sizeof(m->error), "cannot load BPF programs: %s",
 			 strerror(-err));
 		goto out_unload;
 	}
-	s->attach_ns = monotonic_ns();
+	if (!s->adopt.adopted || !s->attach_ns)
+		s->attach_ns = monotonic_ns();
+	if (s->adopt.adopted) /* the maps' count of wait_bri entries made goes on from the agent before */
+		s->bri_inserted = __atomic_load_n(&s->skel->bss->bri_inserted, __ATOMIC_RELAXED);
 	/*
 	 * Fork, exit and the iterator first, and one read, which makes every existing thread's
 	 * task storage; then the switch and wakeup programs, which only look it up: no thread
@@ -858,6 +978,11 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 		goto out_unload;
 	}
 	module_attach_settle(m, true);
+	/* the programs count from here (with --pin: the old ones stop in the same write) */
+	err = adopt_activate(&s->adopt, s->skel->maps.plumb_gate, m->error, sizeof(m->error));
+	if (err)
+		goto out_unload;
+	m->adopted = s->adopt.adopted;
 	s->last_expiry_ms = s->last_prune_ms = monotonic_ms();
 	return 0;
 
@@ -1182,6 +1307,13 @@ static int wait_load(struct plumb_module *m, const struct plumb_config *cfg)
 	return shared_load(m, cfg, true);
 }
 
+static int sched_hand_over(struct plumb_module *m)
+{
+	struct sched_state *s = m->priv;
+
+	return adopt_hand_over(&s->adopt, s->skel->skeleton);
+}
+
 struct plumb_module sched_module = {
 	.name = "sched",
 	.summary = "per workload: time on a CPU, waiting for one, blocked, in I/O wait, asleep",
@@ -1190,6 +1322,7 @@ struct plumb_module sched_module = {
 	.collect = sched_collect,
 	.health = sched_health,
 	.unload = sched_unload,
+	.hand_over = sched_hand_over,
 };
 
 struct plumb_module wait_module = {
@@ -1202,4 +1335,5 @@ struct plumb_module wait_module = {
 	.api_path = "/api/v1/waits",
 	.api = wait_api,
 	.unload = sched_unload,
+	.hand_over = sched_hand_over,
 };

@@ -167,6 +167,9 @@ print(n, flush=True)
 """
 
 
+MODULES = "io,blk,sched"
+
+
 def in_cgroup(cg):
     def join():
         with open(os.path.join(cg, "cgroup.procs"), "w") as f:
@@ -175,10 +178,11 @@ def in_cgroup(cg):
 
 
 def test_no_gap(cleanup):
-    """Workloads writing files, making directories and writing a disk all through a restart:
-    the new agent takes the io and blk modules' maps and links over, so what was done while
-    no agent ran is counted: bytes and sectors (in the maps) and directories (their events
-    wait in the ring buffer), exactly."""
+    """Workloads writing files, making directories, writing a disk and sleeping all through a
+    restart: the new agent takes the io, blk and sched modules' maps and links over, so what
+    was done while no agent ran is counted: bytes and sectors (in the maps) and directories
+    (their events wait in the ring buffer) exactly, a thread's time (its counts at the old
+    agent's last read handed over) to its life."""
     base, pin, mnt = scene(cleanup, "plumb-pin-gap-", 256)
     cg, label = make_cgroup(cleanup, f"plumb-pin-gap-{os.getpid()}/job")
     sel = dict(cgroup=label, mount=mnt)
@@ -186,8 +190,13 @@ def test_no_gap(cleanup):
     cleanup.add(lambda: os.path.exists(stop) and os.unlink(stop))
     dev = loop_device(cleanup)
     disk = os.path.basename(dev)
+    cg3, label3 = make_cgroup(cleanup, f"plumb-pin-gap-{os.getpid()}/sleeper")
     port = free_port()
-    a = Agent(cleanup, "--pin", pin, "--modules", "io,blk", port=port)
+    a = Agent(cleanup, "--pin", pin, "--modules", MODULES, port=port)
+    # one thread alone in its cgroup, asleep all through: its time is its life
+    born = time.monotonic()
+    sleeper = subprocess.Popen(["sleep", "600"], preexec_fn=in_cgroup(cg3))
+    cleanup.add(lambda: sleeper.poll() is None and (sleeper.kill(), sleeper.wait()))
     w = subprocess.Popen([IOWORK, "--cgroup", cg, f"stream:{mnt}:4096:{stop}"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     cleanup.add(lambda: w.poll() is None and (w.kill(), w.wait()))
@@ -202,15 +211,18 @@ def test_no_gap(cleanup):
     last = value(a.metrics(), "plumb_io_write_bytes_total", **sel)
     assert a.stop() == 0, "the first agent did not exit cleanly"
     stopped = time.monotonic()
-    b = Agent(cleanup, "--pin", pin, "--modules", "io,blk", port=port)
+    b = Agent(cleanup, "--pin", pin, "--modules", MODULES, port=port)
     gap = time.monotonic() - stopped
-    for mod in ("io", "blk"):
+    for mod in MODULES.split(","):
         assert f"{mod}: maps and counting taken over" in b.output(), b.output()[-2000:]
     deadline = time.time() + 10
-    while (first := value(b.metrics(), "plumb_io_write_bytes_total", **sel)) is None:
+    while not (first := value(b.metrics(), "plumb_io_write_bytes_total", **sel)):
         assert time.time() < deadline, "the second agent never showed the writer"
         time.sleep(0.1)
     time.sleep(0.5)
+    sleeper.terminate()
+    sleeper.wait()
+    life = time.monotonic() - born
     open(stop, "w").close()
     out, err = w.communicate(timeout=10)
     assert w.returncode == 0, f"the writer failed: {err}"
@@ -224,6 +236,20 @@ def test_no_gap(cleanup):
     wait_value(b, "plumb_io_write_bytes_total", written, **sel)
     wait_value(b, "plumb_io_ops_total", mkdirs, op="mkdir", **sel)
     wait_value(b, "plumb_blk_sectors_total", blocks * 8, cgroup=label, device=disk, op="write")
+    # the sleeper's time in every state: its life, the restart's part too (the thread's
+    # counts at the first agent's last read went to the second one with the maps)
+    tolerance = max(0.05, 0.02 * life)
+    deadline = time.time() + 10
+    while True:
+        m = b.metrics()
+        got = sum(value(m, f"plumb_sched_{k}_seconds_total", cgroup=label3)
+                  for k in ("run", "runqueue", "sleep", "block", "iowait", "steal"))
+        if abs(got - life) <= tolerance or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    print(f"  the sleeper: {life:.3f} s alive, plumb says {got:.3f} s")
+    assert abs(got - life) <= tolerance, \
+        f"the sleeper lived {life:.3f} s, plumb counts {got:.3f} s (tolerance {tolerance:.3f})"
     assert b.stop() == 0
 
 
@@ -240,7 +266,8 @@ def main():
     require_root()
     runner = Runner()
     for name, fn in (("pin: counters carried over a restart, none after a crash", test_restart),
-                     ("pin: io and blk count what was done during the restart", test_no_gap),
+                     ("pin: io, blk and sched count what was done during the restart",
+                      test_no_gap),
                      ("pin: a directory off bpffs is refused in one line", test_bad_pin_dir)):
         cleanup = Cleanup()
         try:
