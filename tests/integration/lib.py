@@ -142,7 +142,10 @@ class Agent:
             [PLUMB, "agent", "--listen", f"127.0.0.1:{self.port}", *args],
             stdout=self.log, stderr=subprocess.STDOUT)
         cleanup.add(self.stop)
-        deadline = time.time() + 15
+        # an emulated guest's agent taking maps over (--pin) took 15.8 s to serve in a 6.1
+        # guest under the test's writers: its load, and the old links' release (a
+        # tracepoint's unregistering waits for RCU grace periods, per link)
+        deadline = time.time() + (60 if EMULATED else 15)
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"agent exited with {self.proc.returncode}: {self.output()}")

@@ -320,10 +320,23 @@ s.close()
 """
 
 
+def send_through(hosts, cleanup, send_dir, recv_dir, sender, n):
+    """The reader in h2 and recv_dir, then sender (its n messages) in h1 and send_dir, to
+    their end."""
+    port = free_port()
+    rd = hosts.run(1, recv_dir, sys.executable, "-c", f"PORT = {port}" + WORKLOAD_READER,
+                   stdout=subprocess.PIPE, text=True)
+    cleanup.add(lambda: rd.poll() is None and (rd.kill(), rd.wait()))
+    assert rd.stdout.readline().strip() == "ready"
+    snd = hosts.run(0, send_dir, sys.executable, "-c", f"PORT = {port}" + sender,
+                    hosts.addrs[1], str(n))
+    assert snd.wait(30) == 0 and rd.wait(10) == 0
+
+
 def burst_sends(agent, hosts, cleanup, tag):
     """Sends that fill several skbs each are each one send: sampled or counted as beyond the
     socket's slots, once (the tracepoint fires once per skb a send goes into)."""
-    n, port = 2000, free_port()
+    n = 2000
     send_dir, _ = make_cgroup(cleanup, f"plumbns{tag}/slurm/job_{tag}3")
     recv_dir, _ = make_cgroup(cleanup, f"plumbns{tag}/burst")
     wl, h1 = f"slurm/{tag}3", hosts.names[0]
@@ -333,13 +346,7 @@ def burst_sends(agent, hosts, cleanup, tag):
                       device="eth0", netns=h1, workload=wl),
                 value(m, "plumb_events_lost_total", module="netstack", reason="send_slots_full"))
     slots = counts(agent.metrics())[1]
-    rd = hosts.run(1, recv_dir, sys.executable, "-c", f"PORT = {port}" + WORKLOAD_READER,
-                   stdout=subprocess.PIPE, text=True)
-    cleanup.add(lambda: rd.poll() is None and (rd.kill(), rd.wait()))
-    assert rd.stdout.readline().strip() == "ready"
-    snd = hosts.run(0, send_dir, sys.executable, "-c", f"PORT = {port}" + BURST_SENDER,
-                    hosts.addrs[1], str(n))
-    assert snd.wait(30) == 0 and rd.wait(10) == 0
+    send_through(hosts, cleanup, send_dir, recv_dir, BURST_SENDER, n)
     m = settle(agent, lambda m: sum(counts(m)) - slots >= n, timeout=5)
     got, full = counts(m)
     full -= slots
@@ -361,14 +368,7 @@ def test_workloads(hosts, cleanup):
     send_dir, _ = make_cgroup(cleanup, f"plumbns{tag}/slurm/job_{tag}1")
     recv_dir, _ = make_cgroup(cleanup, f"plumbns{tag}/slurm/job_{tag}2")
     sender_wl, reader_wl = f"slurm/{tag}1", f"slurm/{tag}2"
-    port = free_port()
-    rd = hosts.run(1, recv_dir, sys.executable, "-c", f"PORT = {port}" + WORKLOAD_READER,
-                   stdout=subprocess.PIPE, text=True)
-    cleanup.add(lambda: rd.poll() is None and (rd.kill(), rd.wait()))
-    assert rd.stdout.readline().strip() == "ready"
-    snd = hosts.run(0, send_dir, sys.executable, "-c", f"PORT = {port}" + WORKLOAD_SENDER,
-                    hosts.addrs[1], str(n))
-    assert snd.wait(30) == 0 and rd.wait(10) == 0
+    send_through(hosts, cleanup, send_dir, recv_dir, WORKLOAD_SENDER, n)
     h1, h2 = hosts.names[:2]
     want = [("socket", "eth0", h2, reader_wl)]
     if send_component():
