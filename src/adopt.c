@@ -123,11 +123,11 @@ int adopt_maps(struct adopt *a, const char *pin, const char *module,
 	gate_fd = compatible_pin(path, gate);
 	if (gate_fd < 0 || bpf_map_lookup_elem(gate_fd, &zero, &g) ||
 	    g.object_hash != a->object_hash) {
-		if (gate_fd >= 0)
+		if (gate_fd >= 0) {
 			pr_info("pin: %s: the maps left are another build's: not taken over\n",
 				module);
-		if (gate_fd >= 0)
 			close(gate_fd);
+		}
 		adopt_discard(pin, module);
 		return 0;
 	}

@@ -104,6 +104,17 @@ long map_read_all(const struct bpf_map *map, map_visit_fn visit, void *ctx)
 			   bpf_map__value_size(map), MAP_BATCH_BYTES, visit, ctx);
 }
 
+void map_empty(int fd, size_t key_size)
+{
+	char key[64];
+
+	if (key_size > sizeof(key))
+		return;
+	while (!bpf_map_get_next_key(fd, NULL, key))
+		if (bpf_map_delete_elem(fd, key))
+			break;
+}
+
 static int count_entry(void *ctx, const void *key, const void *value)
 {
 	(void)ctx;

@@ -126,6 +126,8 @@ long map_read_all(const struct bpf_map *map, map_visit_fn visit, void *ctx);
  * most batch_bytes. */
 long map_read_fd(int fd, unsigned int type, size_t key_size, size_t value_size, size_t batch_bytes,
 		 map_visit_fn visit, void *ctx);
+/* Deletes every entry of the map at fd (keys of key_size bytes, at most 64). */
+void map_empty(int fd, size_t key_size);
 /* The entries in a hash map, by map_read_all (0 when it fails). */
 uint64_t map_count(const struct bpf_map *map);
 

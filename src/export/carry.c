@@ -16,6 +16,7 @@
 
 #include "export/carry.h"
 #include "hashtab.h"
+#include "plumb.h"
 
 /* 128 bits: two series share a key with probability ~n^2 / 2^129, nil for any real n */
 struct carry_key {
@@ -399,14 +400,25 @@ int carry_put_back(struct carry *c)
 	return ret;
 }
 
+/* map_read_fd's visit: one entry of the part being opened (the last one), up to capacity. */
+static int take_part(void *ctx, const void *key, const void *value)
+{
+	struct carry *c = ctx;
+	struct carry_part *p = &c->parts[c->nparts - 1];
+
+	if (p->ntaken == c->capacity)
+		return 1;
+	memcpy(&p->taken[p->ntaken].key, key, sizeof(struct carry_key));
+	memcpy(&p->taken[p->ntaken].value, value, sizeof(double));
+	p->ntaken++;
+	return 0;
+}
+
 int carry_open_part(struct carry *c, const char *dir, const char *module, char *err, size_t errlen)
 {
 	struct carry_part *p = &c->parts[c->nparts];
-	struct carry_key key, next;
 	char path[4096 + 64];
 	__u32 max_entries;
-	bool first = true;
-	double v;
 
 	if (c->nparts == CARRY_MAX_PARTS)
 		return -ENOSPC;
@@ -423,19 +435,10 @@ int carry_open_part(struct carry *c, const char *dir, const char *module, char *
 		snprintf(err, errlen, "--pin: out of memory");
 		return -ENOMEM;
 	}
-	while (!bpf_map_get_next_key(p->fd, first ? NULL : &key, &next)) {
-		first = false;
-		key = next;
-		if (p->ntaken < c->capacity && !bpf_map_lookup_elem(p->fd, &key, &v)) {
-			p->taken[p->ntaken].key = key;
-			p->taken[p->ntaken].value = v;
-			p->ntaken++;
-		}
-	}
-	while (!bpf_map_get_next_key(p->fd, NULL, &next)) /* emptied, as the counters map is */
-		if (bpf_map_delete_elem(p->fd, &next))
-			break;
-	c->nparts++;
+	c->nparts++; /* before the read: take_part finds it there */
+	map_read_fd(p->fd, BPF_MAP_TYPE_HASH, sizeof(struct carry_key), sizeof(double),
+		    MAP_BATCH_BYTES, take_part, c);
+	map_empty(p->fd, sizeof(struct carry_key)); /* as the counters map is */
 	return 0;
 }
 

@@ -287,33 +287,35 @@ static void record_apply(struct sched_state *s, const struct sched_record *r)
  * A start that took the maps over: the threads the agent before followed, with their counts
  * at its last read, and its attach time; the map is left empty.
  */
-static void baselines_take(struct sched_state *s)
+static int baseline_take(void *ctx, const void *key, const void *value)
 {
+	struct sched_state *s = ctx;
 	struct sched_baseline b;
 	struct sched_tid *t;
-	__u32 key, next;
-	bool first = true;
+	__u32 tid;
 
-	while (!bpf_map_get_next_key(s->baselines_fd, first ? NULL : &key, &next)) {
-		first = false;
-		key = next;
-		if (bpf_map_lookup_elem(s->baselines_fd, &key, &b))
-			continue;
-		if (key == BASELINE_META) {
-			s->attach_ns = b.start_ns;
-			continue;
-		}
-		if (s->ntids >= SCHED_THREADS_MAX || !(t = calloc(1, sizeof(*t))))
-			continue;
-		t->tid = key;
-		t->start_ns = b.start_ns;
-		memcpy(t->last, b.last, sizeof(t->last));
-		hashtab_insert(&s->tids, &t->hnode, hash_bytes(&t->tid, sizeof(t->tid)));
-		s->ntids++;
+	memcpy(&tid, key, sizeof(tid));
+	memcpy(&b, value, sizeof(b));
+	if (tid == BASELINE_META) {
+		s->attach_ns = b.start_ns;
+		return 0;
 	}
-	while (!bpf_map_get_next_key(s->baselines_fd, NULL, &next))
-		if (bpf_map_delete_elem(s->baselines_fd, &next))
-			break;
+	/* the map holds no more threads than the table: none is left out */
+	if (s->ntids >= SCHED_THREADS_MAX || !(t = calloc(1, sizeof(*t))))
+		return 0;
+	t->tid = tid;
+	t->start_ns = b.start_ns;
+	memcpy(t->last, b.last, sizeof(t->last));
+	hashtab_insert(&s->tids, &t->hnode, hash_bytes(&t->tid, sizeof(t->tid)));
+	s->ntids++;
+	return 0;
+}
+
+static void baselines_take(struct sched_state *s)
+{
+	map_read_fd(s->baselines_fd, BPF_MAP_TYPE_HASH, sizeof(__u32),
+		    sizeof(struct sched_baseline), MAP_BATCH_BYTES, baseline_take, s);
+	map_empty(s->baselines_fd, sizeof(__u32));
 }
 
 /* At a clean exit that handed the maps over: every followed thread's counts, for the next. */
@@ -854,15 +856,10 @@ static int sched_adopt(struct plumb_module *m, struct sched_state *s,
 					 m->error, sizeof(m->error));
 	if (s->baselines_fd < 0)
 		return s->baselines_fd;
-	if (s->adopt.adopted) {
+	if (s->adopt.adopted)
 		baselines_take(s);
-	} else { /* another agent's, or none: nothing to continue */
-		__u32 next;
-
-		while (!bpf_map_get_next_key(s->baselines_fd, NULL, &next))
-			if (bpf_map_delete_elem(s->baselines_fd, &next))
-				break;
-	}
+	else /* another agent's, or none: nothing to continue */
+		map_empty(s->baselines_fd, sizeof(__u32));
 	return 0;
 }
 
