@@ -21,8 +21,10 @@
  *                                         on no work and pipe B registered too (more epoll
  *                                         waiting, on a file that is new). At
  *                                         SIGTERM it prints on stdout "b <ns>" (when B was
- *                                         registered) and "wait <begin ns> <end ns>" for each
- *                                         epoll_wait, CLOCK_MONOTONIC (epoll_file_wait's truth)
+ *                                         registered) and "wait <begin ns> <end ns> <cpu ns>
+ *                                         <run delay ns>" for each epoll_wait (CLOCK_MONOTONIC;
+ *                                         the thread's CPU and run-queue time in the span):
+ *                                         epoll_file_wait's truth
  *
  * Each prints "ready <pid> <detail>" on stderr once it runs (lock: the mutex's address) and
  * runs until killed.
@@ -164,16 +166,45 @@ static void client(int port)
 	}
 }
 
-/* Nothing is ever ready: every epoll_wait blocks for its whole timeout. */
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* this thread's time runnable, waiting for a CPU: schedstat's second field (sched_info) */
+static uint64_t run_delay_ns(int fd)
+{
+	char buf[96];
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	char *p;
+
+	if (n <= 0)
+		die("schedstat");
+	buf[n] = 0;
+	p = strchr(buf, ' ');
+	if (!p)
+		die("schedstat");
+	return strtoull(p + 1, NULL, 10);
+}
+
+/*
+ * Nothing is ever ready: every epoll_wait blocks for its whole timeout. Each wait's span is
+ * printed with the thread's CPU time and run delay inside it: the span less both is the time
+ * it slept (what the wait module charges; the wake-up's wait for a CPU is run-queue time).
+ */
 static void epoll_waiter(void)
 {
-	static uint64_t span[1 << 18][2];
+	static uint64_t span[1 << 18][4];
+	int stat = open("/proc/thread-self/schedstat", O_RDONLY);
 	struct epoll_event ev = { .events = EPOLLIN };
 	int ep = epoll_create1(0), a[2], b[2];
 	uint64_t b_at = 0;
 	size_t n = 0;
 
-	if (ep < 0 || pipe(a) || pipe(b) || epoll_ctl(ep, EPOLL_CTL_ADD, a[0], &ev))
+	if (stat < 0 || ep < 0 || pipe(a) || pipe(b) || epoll_ctl(ep, EPOLL_CTL_ADD, a[0], &ev))
 		die("epoll");
 	signal(SIGTERM, on_term);
 	fprintf(stderr, "ready %d epfd=%d a=%d b=%d\n", getpid(), ep, a[0], b[0]);
@@ -183,16 +214,23 @@ static void epoll_waiter(void)
 			if (epoll_ctl(ep, EPOLL_CTL_ADD, b[0], &ev))
 				die("epoll_ctl");
 		}
+		uint64_t c, d;
+
 		span[n][0] = now_ns();
+		c = cpu_ns();
+		d = run_delay_ns(stat);
 		epoll_wait(ep, &ev, 1, 20); /* EINTR at a signal: the wait so far counts */
+		span[n][3] = run_delay_ns(stat) - d;
+		span[n][2] = cpu_ns() - c;
 		span[n++][1] = now_ns();
 		if (!injected())
 			spin_us(20000);
 	}
 	printf("b %llu\n", (unsigned long long)b_at);
 	for (size_t i = 0; i < n; i++)
-		printf("wait %llu %llu\n", (unsigned long long)span[i][0],
-		       (unsigned long long)span[i][1]);
+		printf("wait %llu %llu %llu %llu\n", (unsigned long long)span[i][0],
+		       (unsigned long long)span[i][1], (unsigned long long)span[i][2],
+		       (unsigned long long)span[i][3]);
 	exit(0);
 }
 
