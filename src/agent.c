@@ -240,8 +240,12 @@ static void write_self_metrics(struct agent *a, struct prom_writer *w)
 
 	memset(health, 0, sizeof(health));
 	for (i = 0; i < plumb_module_count; i++)
-		if (plumb_modules[i]->up && plumb_modules[i]->health)
+		if (plumb_modules[i]->up && plumb_modules[i]->health) {
+			double start = monotonic_s();
+
 			plumb_modules[i]->health(plumb_modules[i], &health[i]);
+			plumb_modules[i]->scrape_seconds += monotonic_s() - start;
+		}
 
 	prom_family(w, "plumb_build_info", PROM_GAUGE, "plumb's version; always 1.");
 	l[0] = (struct prom_label){ "version", PLUMB_VERSION };
@@ -254,6 +258,16 @@ static void write_self_metrics(struct agent *a, struct prom_writer *w)
 			continue;
 		l[0] = (struct prom_label){ "module", plumb_modules[i]->name };
 		prom_sample(w, l, 1, plumb_modules[i]->up);
+	}
+
+	prom_family(w, "plumb_module_scrape_seconds", PROM_GAUGE,
+		    "Time the module's part of this scrape took: reading its maps, writing its "
+		    "series and its health figures.");
+	for (i = 0; i < plumb_module_count; i++) {
+		if (!plumb_modules[i]->up)
+			continue;
+		l[0] = (struct prom_label){ "module", plumb_modules[i]->name };
+		prom_sample(w, l, 1, plumb_modules[i]->scrape_seconds);
 	}
 
 	write_lost(w, health, plumb_module_count);
@@ -303,9 +317,11 @@ static int agent_metrics(void *ctx, struct prom_writer *w)
 	pthread_mutex_lock(&a->lock);
 	for (size_t i = 0; i < plumb_module_count; i++) {
 		struct plumb_module *m = plumb_modules[i];
+		double t = monotonic_s();
 
 		if (m->up && m->collect(m, w))
 			pr_warn("%s: collect failed: %s\n", m->name, strerror(-w->err));
+		m->scrape_seconds = monotonic_s() - t;
 	}
 	write_self_metrics(a, w);
 	write_host_metrics(a, w);

@@ -98,6 +98,8 @@ struct plumb_module {
 	 * hold it, without what user space adds (the part the next agent carries).
 	 */
 	bool maps_only;
+	/* the agent's timing of the module's part of the last scrape (collect and health), s */
+	double scrape_seconds;
 	bool up;
 	char error[256];
 	/* filled by load, also when it fails: what was chosen, in one line and per point */

@@ -370,10 +370,15 @@ def test_exposition(world, agent, cleanup):
                        text=True)
     assert r.returncode == 0, f"promtool: {r.stdout}{r.stderr}"
     for family in ("plumb_build_info", "plumb_module_up", "plumb_events_lost_total",
-                   "plumb_map_entries", "plumb_map_capacity", "plumb_scrape_duration_seconds"):
+                   "plumb_map_entries", "plumb_map_capacity", "plumb_scrape_duration_seconds",
+                   "plumb_module_scrape_seconds"):
         assert f"# TYPE {family} " in body, f"{family} missing"
     m = agent.metrics()
     assert value(m, "plumb_module_up", module="io") == 1
+    # each module's part of the scrape is within the whole
+    parts = select(m, "plumb_module_scrape_seconds")
+    assert parts and all(0 < v <= value(m, "plumb_scrape_duration_seconds")
+                         for v in parts.values()), parts
     assert value(m, "plumb_map_capacity", module="io", map="io_stats") == 4096
     assert value(m, "plumb_map_entries", module="io", map="io_stats") > 0
 
