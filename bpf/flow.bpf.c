@@ -16,12 +16,16 @@
  * Live connections are read by user space from the flow_conns hash (every network namespace:
  * an iterator over socket storage would do too, but these kernels refuse to load one: EPERM).
  * Connections older than the agent are found once with iter/tcp, or at their next send/recv.
+ *
+ * Every program but the iterator first checks the handover gate (gate.bpf.h): with --pin the
+ * maps and programs of the agent before go on counting until this agent's are attached.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "flow.h"
+#include "gate.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -279,7 +283,7 @@ int BPF_PROG(flow_state, const struct sock *sk, const int oldstate, const int ne
 	} else if (newstate != TCP_SYN_SENT && (newstate != TCP_CLOSE || close_at_destroy)) {
 		return 0;
 	}
-	if (!is_tcp(sk) || !netns_observed(sk))
+	if (!gate_open() || !is_tcp(sk) || !netns_observed(sk))
 		return 0;
 	cookie = bpf_get_socket_cookie((void *)sk);
 	if (newstate == TCP_SYN_SENT) {
@@ -311,7 +315,7 @@ int BPF_PROG(flow_state, const struct sock *sk, const int oldstate, const int ne
 SEC("tp_btf/tcp_destroy_sock")
 int BPF_PROG(flow_destroy, struct sock *sk)
 {
-	if (is_tcp(sk))
+	if (gate_open() && is_tcp(sk))
 		conn_end(sk);
 	return 0;
 }
@@ -392,6 +396,8 @@ static __always_inline int keep_source(struct bpf_sock_addr *ctx, bool v6)
 	struct dgram_source *src;
 	__u32 zero = 0;
 
+	if (!gate_open())
+		return 1;
 	src = bpf_map_lookup_elem(&dgram_sources, &zero);
 	if (!src)
 		return 1;
@@ -545,7 +551,7 @@ static __always_inline int count_call(struct sock *sk, int ret, bool tx)
 {
 	__u16 family, proto;
 
-	if (ret <= 0)
+	if (ret <= 0 || !gate_open())
 		return 0;
 	family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	if (family == AF_UNIX)
@@ -604,11 +610,14 @@ static __always_inline struct file *fd_file(long fd)
 
 static __always_inline int accept_exit(struct syscall_exit_ctx *ctx)
 {
-	struct file *file = fd_file(ctx->ret);
+	struct file *file;
 	struct socket *sock;
 	struct flow_conn *c;
 	__u64 cookie;
 
+	if (!gate_open())
+		return 0;
+	file = fd_file(ctx->ret);
 	if (!file)
 		return 0;
 	sock = BPF_CORE_READ(file, private_data);
@@ -652,7 +661,7 @@ static __always_inline int sock_syscall_exit(struct syscall_exit_ctx *ctx, bool 
 	__u16 family;
 	__u64 ino;
 
-	if (ctx->ret <= 0)
+	if (ctx->ret <= 0 || !gate_open())
 		return 0;
 	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	/* the bytes of a peek stay queued: they are counted when really read */

@@ -10,8 +10,8 @@
  * The one entry of a module's plumb_gate map. Only the programs whose generation (a rodata
  * constant set at load) equals generation count: an agent taking over attaches its programs
  * beside the old ones, then moves generation to its own in one write, so every event is
- * counted by exactly one of them. object_hash names the BPF object the maps were made for: an
- * agent adopts them only from the same object.
+ * counted by exactly one of them. object_hash names the BPF object the maps were made for and
+ * its settings (its read-only data): an agent adopts them only from the same object, set alike.
  */
 struct handover_gate {
 	__u32 generation;

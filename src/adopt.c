@@ -93,6 +93,29 @@ static int compatible_pin(const char *path, const struct bpf_map *map)
 	return fd;
 }
 
+/*
+ * The BPF object's bytes and the settings its load gets (its read-only data as set before
+ * load, the generation still 0): programs of another build or another choice (io's latency
+ * sampling, flow's bytes from calls or from TCP's counters) might keep the maps otherwise.
+ */
+static uint64_t object_hash(struct bpf_object *obj, const struct bpf_object_skeleton *skel)
+{
+	uint64_t h = hash_bytes(skel->data, skel->data_sz);
+	struct bpf_map *map;
+
+	bpf_object__for_each_map (map, obj) {
+		const void *data;
+		size_t size;
+
+		if (!bpf_map__is_internal(map) || !strstr(bpf_map__name(map), ".rodata"))
+			continue;
+		data = bpf_map__initial_value(map, &size);
+		if (data)
+			h = hash_bytes(&h, sizeof(h)) ^ hash_bytes(data, size);
+	}
+	return h;
+}
+
 int adopt_maps(struct adopt *a, const char *pin, const char *module,
 	       const struct bpf_object_skeleton *skel, struct bpf_map *gate,
 	       unsigned int *generation, char *err, size_t errlen)
@@ -117,14 +140,15 @@ int adopt_maps(struct adopt *a, const char *pin, const char *module,
 		a->dir[0] = '\0';
 		return -e;
 	}
-	a->object_hash = hash_bytes(skel->data, skel->data_sz);
+	a->object_hash = object_hash(obj, skel);
 
 	map_path(a, gate, path, sizeof(path));
 	gate_fd = compatible_pin(path, gate);
 	if (gate_fd < 0 || bpf_map_lookup_elem(gate_fd, &zero, &g) ||
 	    g.object_hash != a->object_hash) {
 		if (gate_fd >= 0) {
-			pr_info("pin: %s: the maps left are another build's: not taken over\n",
+			pr_info("pin: %s: the maps left are another build's or settings': not "
+				"taken over\n",
 				module);
 			close(gate_fd);
 		}

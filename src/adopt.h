@@ -31,9 +31,10 @@ struct adopt {
 
 /*
  * Before load. Without pin, nothing (the gate stays open to generation 0). With it: when
- * DIR/<module> holds the maps an agent with the same BPF object left, every map of obj but
- * its read-only data takes the old one's place and *generation is the next one; anything
- * else there (another object, maps of another size) is removed and its links detach. A map
+ * DIR/<module> holds the maps an agent with the same BPF object and settings (its read-only
+ * data, set before this call) left, every map of obj but its read-only data takes the old
+ * one's place and *generation is the next one; anything else there (another object or
+ * settings, maps of another size) is removed and its links detach. A map
  * that is not created (autocreate off) is neither adopted nor handed over.
  */
 int adopt_maps(struct adopt *a, const char *pin, const char *module,

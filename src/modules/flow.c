@@ -23,6 +23,7 @@
 #include <json-c/json.h>
 #include <bpf/libbpf.h>
 
+#include "adopt.h"
 #include "clock.h"
 #include "hashtab.h"
 #include "detach.h"
@@ -145,6 +146,29 @@ struct flow_listener {
 	uint16_t port;
 };
 
+/*
+ * --pin: what user space hands to the next agent beside the maps, in DIR/flow_baselines, per
+ * followed connection (key: struct flow_track_key): its counts already added to its aggregate,
+ * so the next agent adds only what came after; whether it was counted as a connection; and
+ * its owner, which user space may have found itself (/proc, a connection older than the agent).
+ */
+struct flow_baseline {
+	uint64_t tx_seen, rx_seen;
+	uint32_t segs_out_seen, segs_in_seen;
+	uint64_t cgroup_id;
+	uint32_t tgid;
+	uint8_t counted;
+	uint8_t pad[3];
+	char comm[16];
+};
+
+/* A baseline taken over, until its connection is first read or its close event drained. */
+struct flow_restored {
+	struct hnode hnode;
+	struct flow_track_key key;
+	struct flow_baseline b;
+};
+
 struct flow_netns;
 
 struct flow_state {
@@ -173,6 +197,10 @@ struct flow_state {
 	size_t nnetns;
 	uint32_t own_netns;
 	uint64_t netns_full;
+	struct adopt adopt; /* --pin: the maps and links over a restart */
+	int baselines_fd; /* --pin: DIR/flow_baselines, or -1 */
+	struct hashtab restored; /* flow_restored, by key; until the first read is done */
+	size_t nrestored;
 };
 
 static int agg_cmp(const void *a, const void *b)
@@ -461,6 +489,47 @@ static void track_apply(struct flow_state *s, struct flow_track *t, const struct
 	}
 }
 
+/*
+ * A connection the agent before followed: it continues from what that agent had added (the
+ * counts since are in the maps the two shared, or in its close event).
+ */
+static void track_restore(struct flow_state *s, struct flow_track *t, uint64_t hash)
+{
+	struct flow_restored *r;
+
+	r = (struct flow_restored *)hashtab_find(
+		&s->restored, hash, &t->key, offsetof(struct flow_restored, key), sizeof(t->key));
+	if (!r)
+		return;
+	t->tx_seen = t->end_tx_seen = t->conn.tx = r->b.tx_seen;
+	t->rx_seen = t->end_rx_seen = t->conn.rx = r->b.rx_seen;
+	t->segs_out_seen = r->b.segs_out_seen;
+	t->segs_in_seen = r->b.segs_in_seen;
+	t->counted = r->b.counted;
+	if (!t->conn.tgid && r->b.tgid) {
+		t->conn.tgid = r->b.tgid;
+		t->conn.cgroup_id = r->b.cgroup_id;
+		memcpy(t->conn.comm, r->b.comm, sizeof(t->conn.comm));
+	}
+	hashtab_remove(&s->restored, &r->hnode);
+	free(r);
+	s->nrestored--;
+}
+
+static void restored_free(struct flow_state *s)
+{
+	struct hnode *n, *next;
+
+	for (size_t b = 0; s->restored.buckets && b <= s->restored.mask; b++)
+		for (n = s->restored.buckets[b]; n; n = next) {
+			next = n->next;
+			free(n);
+		}
+	free(s->restored.buckets);
+	s->restored.buckets = NULL;
+	s->nrestored = 0;
+}
+
 static struct flow_track *track_get(struct flow_state *s, const struct flow_track_key *key,
 				    const struct flow_conn *c)
 {
@@ -482,6 +551,8 @@ static struct flow_track *track_get(struct flow_state *s, const struct flow_trac
 	t->conn = *c;
 	t->conn.tx = t->conn.rx = 0;
 	t->first_ms = t->last_change_ms = monotonic_ms();
+	if (s->nrestored)
+		track_restore(s, t, hash);
 	tuple_of(c, &t->tuple);
 	hashtab_insert(&s->tracks, &t->hnode, hash);
 	s->ntracks++;
@@ -929,6 +1000,15 @@ static void flow_read(struct flow_state *s)
 			track_drop(s, sweep_victims[i]);
 		}
 	} while (sweep_n == FLOW_BATCH);
+	/*
+	 * Every connection the agent before followed has been read from the maps or closed
+	 * (its event drained above) by now; one that is neither lost its close event.
+	 */
+	if (s->restored.buckets) {
+		if (s->nrestored)
+			pr_info("pin: flow: %zu connections handed over were gone\n", s->nrestored);
+		restored_free(s);
+	}
 }
 
 static int flow_tick(struct plumb_module *m)
@@ -1093,6 +1173,8 @@ static int flow_collect(struct plumb_module *m, struct prom_writer *w)
 	struct flow_state *s = m->priv;
 	struct prom_label l[8];
 
+	if (m->maps_only)
+		return 0; /* the next agent adds only what came after this read: all is carried */
 	flow_read(s);
 	flow_expire(s);
 	collect_rows = calloc(s->naggs ? s->naggs : 1, sizeof(*collect_rows));
@@ -1263,15 +1345,96 @@ static void flow_health(struct plumb_module *m, struct module_health *h)
 	percpu_counters_sum(bpf_map__fd(s->skel->maps.flow_lost), FLOW_LOST_REASONS, lost);
 	for (__u32 r = 0; r < FLOW_LOST_REASONS; r++)
 		health_add_lost(h, reasons[r], lost[r]);
+	/* what the maps hold goes on in them (--pin); user space's own counts are carried */
 	h->lost[h->nlost].reason = "connections_full";
-	h->lost[h->nlost++].count = s->tracks_full;
+	h->lost[h->nlost++].count = m->maps_only ? 0 : s->tracks_full;
 	h->lost[h->nlost].reason = "aggregates_full";
-	h->lost[h->nlost++].count = s->aggs_full;
+	h->lost[h->nlost++].count = m->maps_only ? 0 : s->aggs_full;
 	h->lost[h->nlost].reason = "graph_ends_full";
-	h->lost[h->nlost++].count = s->ends_full;
+	h->lost[h->nlost++].count = m->maps_only ? 0 : s->ends_full;
 	h->lost[h->nlost].reason = "netns_full";
-	h->lost[h->nlost++].count = s->netns_full;
+	h->lost[h->nlost++].count = m->maps_only ? 0 : s->netns_full;
 	h->obj = s->skel->obj;
+}
+
+/* A start that took the maps over: the connections the agent before followed; map emptied. */
+static int baseline_take(void *ctx, const void *key, const void *value)
+{
+	struct flow_state *s = ctx;
+	struct flow_restored *r;
+
+	/* the map holds no more than the table of connections: none is left out */
+	if (s->nrestored >= s->track_capacity || !(r = calloc(1, sizeof(*r))))
+		return 0;
+	memcpy(&r->key, key, sizeof(r->key));
+	memcpy(&r->b, value, sizeof(r->b));
+	hashtab_insert(&s->restored, &r->hnode, hash_bytes(&r->key, sizeof(r->key)));
+	s->nrestored++;
+	return 0;
+}
+
+/* At a clean exit that handed the maps over: every followed connection, for the next agent. */
+static void baselines_save(struct flow_state *s)
+{
+	struct flow_baseline b;
+	struct hnode *n;
+	size_t saved = 0, i;
+
+	hashtab_for_each(&s->tracks, i, n)
+	{
+		const struct flow_track *t = (const struct flow_track *)n;
+
+		if (t->closed)
+			continue; /* all added: nothing of it comes any more */
+		memset(&b, 0, sizeof(b));
+		b.tx_seen = t->tx_seen;
+		b.rx_seen = t->rx_seen;
+		b.segs_out_seen = t->segs_out_seen;
+		b.segs_in_seen = t->segs_in_seen;
+		b.counted = t->counted;
+		b.tgid = t->conn.tgid;
+		b.cgroup_id = t->conn.cgroup_id;
+		memcpy(b.comm, t->conn.comm, sizeof(b.comm));
+		saved += !bpf_map_update_elem(s->baselines_fd, &t->key, &b, BPF_ANY);
+	}
+	pr_info("pin: flow: %zu connections' counts handed over\n", saved);
+}
+
+/*
+ * --pin: the maps of the agent before, if it left them (its programs still count into them
+ * until this one's attach), and its connections' counts at its last read, which the first
+ * read here continues from; then a fresh DIR/flow_baselines for this agent's exit.
+ */
+static int flow_adopt(struct plumb_module *m, struct flow_state *s, const struct plumb_config *cfg)
+{
+	int err = adopt_maps(&s->adopt, cfg->pin, m->name, s->skel->skeleton,
+			     s->skel->maps.plumb_gate, &s->skel->rodata->plumb_generation, m->error,
+			     sizeof(m->error));
+
+	if (err || !cfg->pin)
+		return err;
+	s->baselines_fd = adopt_side_map(cfg->pin, "flow_baselines", sizeof(struct flow_track_key),
+					 sizeof(struct flow_baseline), s->track_capacity, m->error,
+					 sizeof(m->error));
+	if (s->baselines_fd < 0)
+		return s->baselines_fd;
+	if (s->adopt.adopted) {
+		if (hashtab_init(&s->restored, s->track_capacity)) {
+			snprintf(m->error, sizeof(m->error), "out of memory");
+			return -ENOMEM;
+		}
+		map_read_fd(s->baselines_fd, BPF_MAP_TYPE_HASH, sizeof(struct flow_track_key),
+			    sizeof(struct flow_baseline), MAP_BATCH_BYTES, baseline_take, s);
+	}
+	map_empty(s->baselines_fd, sizeof(struct flow_track_key));
+	return 0;
+}
+
+static int flow_hand_over(struct plumb_module *m)
+{
+	struct flow_state *s = m->priv;
+
+	return adopt_hand_over(&s->adopt, s->skel->skeleton);
 }
 
 static void flow_unload(struct plumb_module *m)
@@ -1280,6 +1443,11 @@ static void flow_unload(struct plumb_module *m)
 
 	if (!s)
 		return;
+	if (s->adopt.handed)
+		baselines_save(s);
+	if (s->baselines_fd >= 0)
+		close(s->baselines_fd);
+	restored_free(s);
 	ring_buffer__free(s->events);
 	bpf_link__destroy(s->iter);
 	if (s->skel)
@@ -1475,6 +1643,7 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 	if (!s)
 		return -ENOMEM;
 	m->priv = s;
+	s->baselines_fd = -1;
 	s->cgroup_root = cfg->cgroup_root;
 	s->grace_s = cfg->cgroup_grace_s;
 	s->netns = cfg->netns;
@@ -1511,6 +1680,9 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 		}
 		s->own_netns = (uint32_t)st.st_ino;
 	}
+	err = flow_adopt(m, s, cfg);
+	if (err)
+		goto out_unload;
 	err = flow_bpf__load(s->skel);
 	if (err) {
 		snprintf(m->error, sizeof(m->error), "cannot load BPF programs: %s",
@@ -1533,6 +1705,11 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 		goto out_unload;
 	}
 	module_attach_settle(m, true);
+	/* the programs count from here (with --pin: the old ones stop in the same write) */
+	err = adopt_activate(&s->adopt, s->skel->maps.plumb_gate, m->error, sizeof(m->error));
+	if (err)
+		goto out_unload;
+	m->adopted = s->adopt.adopted;
 	s->iter = bpf_program__attach_iter(s->skel->progs.flow_discover, NULL);
 	err = s->iter ? flow_iterate(s) : -errno;
 	/* the last note is iter/tcp's: it runs here, once, and again per read with counters */
@@ -1562,4 +1739,5 @@ struct plumb_module flow_module = {
 	.health = flow_health,
 	.graph = flow_graph,
 	.unload = flow_unload,
+	.hand_over = flow_hand_over,
 };

@@ -139,9 +139,17 @@ def test_restart(cleanup):
     assert "io: maps and counting taken over" in c.output(), c.output()[-2000:]
     m3 = MIB + 3
     iowork(cg2, f"write:{mnt}/idle:{m3}:{MIB}")
-    wait_value(c, "plumb_io_write_bytes_total", m2 + m3, **sel2)
+    assert value(c.metrics(), "plumb_pin_restored_series") > 0, "nothing carried"
     print(f"  third agent: the idle workload's count {m2} carried over an agent that never "
           f"saw it, now {m2 + m3}")
+    # the same maps but another setting (io's latency sampling, in the programs' read-only
+    # data): not taken over, the counts carried
+    assert c.stop() == 0, "the third agent did not exit cleanly"
+    c = Agent(cleanup, "--pin", pin, "--io-capacity", "8192", "--io-latency-sample", "4",
+              port=port)
+    assert "io: the maps left are another build's or settings'" in c.output(), \
+        c.output()[-2000:]
+    assert value(c.metrics(), "plumb_pin_restored_series") > 0, "nothing carried"
 
     # a crash hands nothing over: the next agent starts from zero, not from a stale count
     c.proc.kill()
@@ -167,7 +175,56 @@ print(n, flush=True)
 """
 
 
-MODULES = "io,blk,sched"
+# A TCP and UDP server on 127.0.0.1:PORT: reads every connection to its end, every datagram
+NET_SERVER = """
+import socket, sys, threading
+port = int(sys.argv[1])
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", port))
+ls.listen(128)
+us = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+us.bind(("127.0.0.1", port))
+def drain(c):
+    while c.recv(65536):
+        pass
+    c.close()
+def udp():
+    while True:
+        us.recvfrom(65536)
+threading.Thread(target=udp, daemon=True).start()
+print("ready", flush=True)
+while True:
+    c, _ = ls.accept()
+    threading.Thread(target=drain, args=(c,), daemon=True).start()
+"""
+
+# Its client: 1,000 bytes on one connection every millisecond, a connection of 100 bytes every
+# 10 and a 200-byte datagram every 2, until the stop file appears; then what it sent
+NET_CLIENT = """
+import os, socket, sys, time
+port, stop = int(sys.argv[1]), sys.argv[2]
+c = socket.create_connection(("127.0.0.1", port))
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+tcp = udp = n = 0
+conns = 1
+while not os.path.exists(stop):
+    c.sendall(b"x" * 1000)
+    tcp += 1000
+    if n % 10 == 0:
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            s.sendall(b"y" * 100)
+        tcp += 100
+        conns += 1
+    if n % 2 == 0:
+        udp += u.sendto(b"z" * 200, ("127.0.0.1", port))
+    n += 1
+    time.sleep(0.001)
+c.close()
+print(tcp, conns, udp, flush=True)
+"""
+
+MODULES = "io,blk,sched,flow"
 
 
 def in_cgroup(cg):
@@ -178,11 +235,14 @@ def in_cgroup(cg):
 
 
 def test_no_gap(cleanup):
-    """Workloads writing files, making directories, writing a disk and sleeping all through a
-    restart: the new agent takes the io, blk and sched modules' maps and links over, so what
-    was done while no agent ran is counted: bytes and sectors (in the maps) and directories
-    (their events wait in the ring buffer) exactly, a thread's time (its counts at the old
-    agent's last read handed over) to its life."""
+    """Workloads writing files, making directories, writing a disk, sleeping, and talking TCP
+    and UDP all through a restart: the new agent takes the io, blk, sched and flow modules'
+    maps and links over, so what was done while no agent ran is counted: bytes and sectors (in
+    the maps) and directories (their events wait in the ring buffer) exactly, a thread's time
+    (its counts at the old agent's last read handed over) to its life, and every byte and
+    connection of both ends exactly (each connection's counts at the old agent's last read
+    handed over; the connections that ended meanwhile left their close events in the ring
+    buffer)."""
     base, pin, mnt = scene(cleanup, "plumb-pin-gap-", 256)
     cg, label = make_cgroup(cleanup, f"plumb-pin-gap-{os.getpid()}/job")
     sel = dict(cgroup=label, mount=mnt)
@@ -191,8 +251,19 @@ def test_no_gap(cleanup):
     dev = loop_device(cleanup)
     disk = os.path.basename(dev)
     cg3, label3 = make_cgroup(cleanup, f"plumb-pin-gap-{os.getpid()}/sleeper")
+    cg4, label4 = make_cgroup(cleanup, f"plumb-pin-gap-{os.getpid()}/server")
+    cg5, label5 = make_cgroup(cleanup, f"plumb-pin-gap-{os.getpid()}/client")
     port = free_port()
     a = Agent(cleanup, "--pin", pin, "--modules", MODULES, port=port)
+    net_port = free_port()
+    server = subprocess.Popen([sys.executable, "-c", NET_SERVER, str(net_port)],
+                              preexec_fn=in_cgroup(cg4), stdout=subprocess.PIPE, text=True)
+    cleanup.add(lambda: server.poll() is None and (server.kill(), server.wait()))
+    assert server.stdout.readline().strip() == "ready", "the TCP/UDP server did not start"
+    client = subprocess.Popen([sys.executable, "-c", NET_CLIENT, str(net_port), stop],
+                              preexec_fn=in_cgroup(cg5), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    cleanup.add(lambda: client.poll() is None and (client.kill(), client.wait()))
     # one thread alone in its cgroup, asleep all through: its time is its life
     born = time.monotonic()
     sleeper = subprocess.Popen(["sleep", "600"], preexec_fn=in_cgroup(cg3))
@@ -230,12 +301,23 @@ def test_no_gap(cleanup):
     out, err = d.communicate(timeout=10)
     assert d.returncode == 0, f"the disk writer failed: {err}"
     blocks = int(out)
+    out, err = client.communicate(timeout=10)
+    assert client.returncode == 0, f"the TCP/UDP client failed: {err}"
+    tcp, conns, udp = (int(x) for x in out.split())
     print(f"  the writers: {written} bytes, {mkdirs} directories, {blocks} disk blocks; the "
           f"first agent's last scrape {last:.0f} bytes, the second's first {first:.0f}, "
-          f"{gap:.2f} s without an agent")
+          f"{gap:.2f} s without an agent; the client: {tcp} TCP bytes in {conns} "
+          f"connections, {udp} UDP bytes")
     wait_value(b, "plumb_io_write_bytes_total", written, **sel)
     wait_value(b, "plumb_io_ops_total", mkdirs, op="mkdir", **sel)
     wait_value(b, "plumb_blk_sectors_total", blocks * 8, cgroup=label, device=disk, op="write")
+    ends = ((label5, "client", "tx"), (label4, "server", "rx"))
+    for cgroup, role, direction in ends:
+        tcp_end = dict(cgroup=cgroup, role=role, protocol="tcp", peer_port=str(net_port))
+        wait_value(b, "plumb_flow_bytes_total", tcp, direction=direction, **tcp_end)
+        wait_value(b, "plumb_flow_connections_total", conns, **tcp_end)
+        wait_value(b, "plumb_flow_bytes_total", udp, direction=direction, cgroup=cgroup,
+                   role=role, protocol="udp", peer_port=str(net_port))
     # the sleeper's time in every state: its life, the restart's part too (the thread's
     # counts at the first agent's last read went to the second one with the maps)
     tolerance = max(0.05, 0.02 * life)
@@ -266,7 +348,7 @@ def main():
     require_root()
     runner = Runner()
     for name, fn in (("pin: counters carried over a restart, none after a crash", test_restart),
-                     ("pin: io, blk and sched count what was done during the restart",
+                     ("pin: io, blk, sched and flow count what was done during the restart",
                       test_no_gap),
                      ("pin: a directory off bpffs is refused in one line", test_bad_pin_dir)):
         cleanup = Cleanup()
