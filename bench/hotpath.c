@@ -6,11 +6,12 @@
  * of a shared machine far better than separate runs can; the report is the median of the
  * paired differences.
  *
- *   hotpath [--floor] [--no-latency] [--sample N] [--pairs N] [--calls N] TMPFS_FILE
+ *   hotpath [--floor [--gate]] [--no-latency] [--sample N] [--pairs N] [--calls N] TMPFS_FILE
  *   hotpath --hold [--floor] [--no-latency]
  *
  * --floor loads bench/floor.bpf.c instead: empty programs on the same tracepoints (enter
- * programs too unless --no-latency), the kernel's own price for any program there.
+ * programs too unless --no-latency), the kernel's own price for any program there. --gate
+ * makes them check the handover gate (bpf/gate.bpf.h) first: above the floor, its price.
  *
  * --hold attaches the programs and keeps them attached until SIGTERM or SIGINT (prints
  * "attached" first): bench/overhead.py runs fio beside it for the floor's share of a workload.
@@ -88,7 +89,8 @@ struct subject {
 	struct floor_bpf *floor;
 };
 
-static int subject_load(struct subject *sub, int floor, int latency, unsigned int sample)
+static int subject_load(struct subject *sub, int floor, int latency, unsigned int sample,
+			int gated)
 {
 	struct bpf_object *obj;
 	struct bpf_program *p;
@@ -97,6 +99,7 @@ static int subject_load(struct subject *sub, int floor, int latency, unsigned in
 		sub->floor = floor_bpf__open();
 		if (!sub->floor)
 			return -1;
+		sub->floor->rodata->gated = gated;
 		obj = sub->floor->obj;
 	} else {
 		sub->io = io_bpf__open();
@@ -207,7 +210,7 @@ static int hold(struct subject *sub)
 
 int main(int argc, char **argv)
 {
-	int pairs = 7, latency = 1, floor = 0, holding = 0, file_fd, zero_fd, i;
+	int pairs = 7, latency = 1, floor = 0, gated = 0, holding = 0, file_fd, zero_fd, i;
 	unsigned int sample = 1;
 	long calls = 200000;
 	double *base, *with, *diff;
@@ -229,7 +232,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "usage: hotpath --hold [--floor] [--no-latency]\n");
 			return 2;
 		}
-		if (subject_load(&sub, floor, latency, sample)) {
+		if (subject_load(&sub, floor, latency, sample, 0)) {
 			fprintf(stderr, "hotpath: cannot load the BPF object\n");
 			return 1;
 		}
@@ -243,6 +246,8 @@ int main(int argc, char **argv)
 			latency = 0;
 		else if (!strcmp(argv[i], "--floor"))
 			floor = 1;
+		else if (!strcmp(argv[i], "--gate"))
+			gated = 1;
 		else if (!strcmp(argv[i], "--sample") && i + 1 < argc - 1)
 			sample = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--pairs") && i + 1 < argc - 1)
@@ -252,8 +257,9 @@ int main(int argc, char **argv)
 		else
 			break;
 	}
-	if (i != argc - 1 || pairs < 5 || calls < 100 || !sample || (sample & (sample - 1))) {
-		fprintf(stderr, "usage: hotpath [--floor] [--no-latency] [--sample 2^k] "
+	if (i != argc - 1 || pairs < 5 || calls < 100 || !sample || (sample & (sample - 1)) ||
+	    (gated && !floor)) {
+		fprintf(stderr, "usage: hotpath [--floor [--gate]] [--no-latency] [--sample 2^k] "
 				"[--pairs N>=5] [--calls N] FILE\n");
 		return 2;
 	}
@@ -263,7 +269,7 @@ int main(int argc, char **argv)
 		perror("open");
 		return 1;
 	}
-	if (subject_load(&sub, floor, latency, sample)) {
+	if (subject_load(&sub, floor, latency, sample, gated)) {
 		fprintf(stderr, "hotpath: cannot load the BPF object\n");
 		return 1;
 	}
@@ -271,7 +277,7 @@ int main(int argc, char **argv)
 	with = calloc(pairs, sizeof(double));
 	diff = calloc(pairs, sizeof(double));
 	printf("| loop | without (ns/call) | with %s (ns/call) | added (ns/call) |\n",
-	       floor ? "empty programs" : "io module");
+	       !floor ? "io module" : gated ? "gate-only programs" : "empty programs");
 	printf("|---|---|---|---|\n");
 	for (enum loop l = 0; l < LOOPS; l++) {
 		for (i = 0; i < pairs; i++) {

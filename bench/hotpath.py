@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Runs build/hotpath for each configuration and writes bench/results/hotpath.md.
 
-Configurations: the floor (empty programs on the same tracepoints: exit only, and enter +
-exit), and the io module without latency, with latency sampled 1 in 16 (the default) and
-with every call timed. Each is a separate process that attaches and detaches its programs
-between batches, pinned to one CPU.
+Configurations: the floor (empty programs on the same tracepoints: exit only, exit only
+checking the handover gate, and enter + exit), and the io module without latency, with
+latency sampled 1 in 16 (the default) and with every call timed. Each is a separate process
+that attaches and detaches its programs between batches, pinned to one CPU.
 """
 
 import os
@@ -22,6 +22,8 @@ HOTPATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"
 PAIRS = os.environ.get("PLUMB_BENCH_HOTPATH_PAIRS", "9")
 CONFIGS = [
     ("floor: empty exit programs", ["--floor", "--no-latency"]),
+    ("floor: exit programs that only check the handover gate", ["--floor", "--no-latency",
+                                                                 "--gate"]),
     ("floor: empty enter + exit programs", ["--floor"]),
     ("io module, no latency (--no-io-latency)", ["--no-latency"]),
     ("io module, latency 1 in 16 (default)", ["--sample", "16"]),
@@ -44,7 +46,9 @@ def main():
                "bench/hotpath.c: one process alternates batches with the programs attached "
                f"and detached ({PAIRS} pairs of 200,000 calls, pinned to CPU {cpu}); each "
                "number is the median of the pairs. The floor rows load empty programs on the "
-               "same tracepoints: what any BPF program there costs. The bpf_stats tables are "
+               "same tracepoints: what any BPF program there costs; the gate row's programs "
+               "only check the handover gate (bpf/gate.bpf.h, first in every io, blk, sched "
+               "and flow program): above the floor, the gate's price. The bpf_stats tables are "
                "the programs' own run time (precise; they include the statistics' two clock "
                "reads, visible in the floor's run time).", ""]
         for title, args in CONFIGS:
