@@ -31,6 +31,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include "netstack.h"
+#include "gate.bpf.h"
 #include "task.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -274,16 +275,20 @@ static __always_inline void pkt_drop(__u64 key, struct netstack_pkt *p)
  * Whether this packet's flow is followed: every flow, or 1 in sample_every by skb->hash
  * (TCP sets it from the socket's hash; veth, bridge and loopback keep it). Checked at every
  * event before any map lookup, so a flow not followed costs one load and a division per
- * event. A packet without a hash is followed only when every flow is.
+ * event. A packet without a hash is followed only when every flow is. And only while the
+ * handover gate (gate.bpf.h) names these programs: with --pin the agent before's programs
+ * follow packets until this agent's are attached; a flow not followed does not pay for it.
  */
 static __always_inline bool followed(struct sk_buff *skb)
 {
 	__u32 hash;
 
-	if (sample_every <= 1)
-		return true;
-	hash = skb->hash;
-	return hash && hash % sample_every == 0;
+	if (sample_every > 1) {
+		hash = skb->hash;
+		if (!hash || hash % sample_every)
+			return false;
+	}
+	return gate_open();
 }
 
 /*
@@ -438,6 +443,8 @@ int BPF_PROG(ns_sendmsg, struct sock *sk, struct msghdr *msg, struct sk_buff *sk
 		if (!hash || hash % sample_every)
 			return 0;
 	}
+	if (!gate_open())
+		return 0;
 	now = bpf_ktime_get_ns();
 	seq = BPF_CORE_READ((struct tcp_sock *)sk, write_seq);
 	snd = bpf_map_lookup_elem(&ns_sends, &key);
@@ -581,7 +588,7 @@ int BPF_PROG(ns_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (!(next->flags & PF_KTHREAD))
 		return 0;
 	if (next->comm[0] != 'n' || next->comm[1] != 'a' || next->comm[2] != 'p' ||
-	    next->comm[3] != 'i' || next->comm[4] != '/')
+	    next->comm[3] != 'i' || next->comm[4] != '/' || !gate_open())
 		return 0;
 	cpu = bpf_map_lookup_elem(&ns_cpu, &zero);
 	if (cpu) {
@@ -602,7 +609,7 @@ int BPF_PROG(ns_softirq, unsigned int vec_nr)
 	struct netstack_cpu *cpu;
 	__u32 zero = 0;
 
-	if (vec_nr != NET_RX_SOFTIRQ)
+	if (vec_nr != NET_RX_SOFTIRQ || !gate_open())
 		return 0;
 	cpu = bpf_map_lookup_elem(&ns_cpu, &zero);
 	if (cpu) {
@@ -881,7 +888,7 @@ int BPF_PROG(ns_recv_length, struct sock *sk, int ret, int flags)
 	__u64 key = (__u64)sk, now = 0;
 	__u32 done = 0, i;
 
-	if (ret < 0 || (flags & MSG_PEEK) || sk->sk_protocol != IPPROTO_UDP)
+	if (ret < 0 || (flags & MSG_PEEK) || sk->sk_protocol != IPPROTO_UDP || !gate_open())
 		return 0; /* every read on the host comes here: TCP leaves before any lookup */
 	w = bpf_map_lookup_elem(&ns_udp, &key);
 	if (!w)

@@ -20,6 +20,7 @@
 #include <json-c/json.h>
 #include <linux/types.h>
 
+#include "adopt.h"
 #include "clock.h"
 #include "detach.h"
 #include "host.h"
@@ -84,6 +85,7 @@ struct netstack_state {
 	uint64_t counted_ms, entries[NS_MAPS], evicted[NS_MAPS];
 	bool steal; /* the kernel keeps hypervisor steal apart (FEAT_STEAL) */
 	uint64_t steal_checked_ms;
+	struct adopt adopt; /* --pin: the maps and links over a restart */
 };
 
 /*
@@ -686,6 +688,12 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 		 "sampled packets (1 in %u flows) followed by skb pointer from net_dev_queue to "
 		 "the application's copy",
 		 s->skel->rodata->sample_every);
+	/* --pin: the maps of the agent before, its programs still following packets in them */
+	err = adopt_maps(&s->adopt, cfg->pin, m->name, s->skel->skeleton,
+			 s->skel->maps.plumb_gate, &s->skel->rodata->plumb_generation, m->error,
+			 sizeof(m->error));
+	if (err)
+		goto out_unload;
 	err = netstack_bpf__load(s->skel);
 	if (err) {
 		snprintf(m->error, sizeof(m->error), "cannot load BPF programs: %s",
@@ -701,6 +709,11 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 		goto out_unload;
 	}
 	module_attach_settle(m, true);
+	/* the programs follow packets from here (with --pin: the old ones stop in this write) */
+	err = adopt_activate(&s->adopt, s->skel->maps.plumb_gate, m->error, sizeof(m->error));
+	if (err)
+		goto out_unload;
+	m->adopted = s->adopt.adopted;
 	netstack_interval(m); /* the totals at attach: the first interval starts here */
 	return 0;
 
@@ -708,6 +721,13 @@ out_unload:
 	module_attach_settle(m, false);
 	netstack_unload(m);
 	return err;
+}
+
+static int netstack_hand_over(struct plumb_module *m)
+{
+	struct netstack_state *s = m->priv;
+
+	return adopt_hand_over(&s->adopt, s->skel->skeleton);
 }
 
 struct plumb_module netstack_module = {
@@ -719,4 +739,7 @@ struct plumb_module netstack_module = {
 	.collect = netstack_collect,
 	.health = netstack_health,
 	.unload = netstack_unload,
+	.hand_over = netstack_hand_over,
+	/* the histograms and every loss are the maps' counts (evictions from their counters) */
+	.maps_hold_all = true,
 };

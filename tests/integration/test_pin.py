@@ -224,7 +224,22 @@ c.close()
 print(tcp, conns, udp, flush=True)
 """
 
-MODULES = "io,blk,sched,flow"
+# In a network namespace of its own with only lo: a 100-byte datagram to itself, read back,
+# every millisecond until the stop file appears; then how many (each is one packet on lo)
+NET_LOOP = """
+import os, socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 0))
+n = 0
+while not os.path.exists(sys.argv[1]):
+    s.sendto(b"w" * 100, s.getsockname())
+    s.recv(65536)
+    n += 1
+    time.sleep(0.001)
+print(n, flush=True)
+"""
+
+MODULES = "io,blk,sched,flow,netstack"
 
 
 def in_cgroup(cg):
@@ -235,14 +250,15 @@ def in_cgroup(cg):
 
 
 def test_no_gap(cleanup):
-    """Workloads writing files, making directories, writing a disk, sleeping, and talking TCP
-    and UDP all through a restart: the new agent takes the io, blk, sched and flow modules'
-    maps and links over, so what was done while no agent ran is counted: bytes and sectors (in
-    the maps) and directories (their events wait in the ring buffer) exactly, a thread's time
-    (its counts at the old agent's last read handed over) to its life, and every byte and
-    connection of both ends exactly (each connection's counts at the old agent's last read
-    handed over; the connections that ended meanwhile left their close events in the ring
-    buffer)."""
+    """Workloads writing files, making directories, writing a disk, sleeping, talking TCP and
+    UDP, and sending datagrams through lo all through a restart: the new agent takes every
+    module's maps and links over, so what was done while no agent ran is counted: bytes and
+    sectors (in the maps) and directories (their events wait in the ring buffer) exactly, a
+    thread's time (its counts at the old agent's last read handed over) to its life, every
+    byte and connection of both ends exactly (each connection's counts at the old agent's last
+    read handed over; the connections that ended meanwhile left their close events in the ring
+    buffer), and every packet through lo's queue once (packets in flight when the gate moved
+    finished by the new programs)."""
     base, pin, mnt = scene(cleanup, "plumb-pin-gap-", 256)
     cg, label = make_cgroup(cleanup, f"plumb-pin-gap-{os.getpid()}/job")
     sel = dict(cgroup=label, mount=mnt)
@@ -253,6 +269,10 @@ def test_no_gap(cleanup):
     cg3, label3 = make_cgroup(cleanup, f"plumb-pin-gap-{os.getpid()}/sleeper")
     cg4, label4 = make_cgroup(cleanup, f"plumb-pin-gap-{os.getpid()}/server")
     cg5, label5 = make_cgroup(cleanup, f"plumb-pin-gap-{os.getpid()}/client")
+    ns = f"plumb-pin-gap-{os.getpid()}"
+    sh("ip", "netns", "add", ns)
+    cleanup.add(lambda: sh("ip", "netns", "del", ns, check=False))
+    sh("ip", "-n", ns, "link", "set", "lo", "up")
     port = free_port()
     a = Agent(cleanup, "--pin", pin, "--modules", MODULES, port=port)
     net_port = free_port()
@@ -264,6 +284,10 @@ def test_no_gap(cleanup):
                               preexec_fn=in_cgroup(cg5), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
     cleanup.add(lambda: client.poll() is None and (client.kill(), client.wait()))
+    looper = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", NET_LOOP, stop],
+                              preexec_fn=in_cgroup(cg5), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    cleanup.add(lambda: looper.poll() is None and (looper.kill(), looper.wait()))
     # one thread alone in its cgroup, asleep all through: its time is its life
     born = time.monotonic()
     sleeper = subprocess.Popen(["sleep", "600"], preexec_fn=in_cgroup(cg3))
@@ -304,10 +328,13 @@ def test_no_gap(cleanup):
     out, err = client.communicate(timeout=10)
     assert client.returncode == 0, f"the TCP/UDP client failed: {err}"
     tcp, conns, udp = (int(x) for x in out.split())
+    out, err = looper.communicate(timeout=10)
+    assert looper.returncode == 0, f"the datagram loop failed: {err}"
+    datagrams = int(out)
     print(f"  the writers: {written} bytes, {mkdirs} directories, {blocks} disk blocks; the "
           f"first agent's last scrape {last:.0f} bytes, the second's first {first:.0f}, "
           f"{gap:.2f} s without an agent; the client: {tcp} TCP bytes in {conns} "
-          f"connections, {udp} UDP bytes")
+          f"connections, {udp} UDP bytes; {datagrams} datagrams on lo")
     wait_value(b, "plumb_io_write_bytes_total", written, **sel)
     wait_value(b, "plumb_io_ops_total", mkdirs, op="mkdir", **sel)
     wait_value(b, "plumb_blk_sectors_total", blocks * 8, cgroup=label, device=disk, op="write")
@@ -318,6 +345,15 @@ def test_no_gap(cleanup):
         wait_value(b, "plumb_flow_connections_total", conns, **tcp_end)
         wait_value(b, "plumb_flow_bytes_total", udp, direction=direction, cgroup=cgroup,
                    role=role, protocol="udp", peer_port=str(net_port))
+    # every datagram is one packet through lo's queue, followed by one agent or the other
+    deadline = time.time() + 10
+    while True:
+        queued = sum(select(b.metrics(), "plumb_netstack_latency_seconds_count",
+                            component="qdisc", device="lo", netns=ns).values())
+        if queued == datagrams or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    assert queued == datagrams, f"{queued:.0f} packets through lo's queue, {datagrams} sent"
     # the sleeper's time in every state: its life, the restart's part too (the thread's
     # counts at the first agent's last read went to the second one with the maps)
     tolerance = max(0.05, 0.02 * life)
@@ -348,7 +384,7 @@ def main():
     require_root()
     runner = Runner()
     for name, fn in (("pin: counters carried over a restart, none after a crash", test_restart),
-                     ("pin: io, blk, sched and flow count what was done during the restart",
+                     ("pin: every module counts what was done during the restart",
                       test_no_gap),
                      ("pin: a directory off bpffs is refused in one line", test_bad_pin_dir)):
         cleanup = Cleanup()
