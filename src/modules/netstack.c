@@ -689,9 +689,8 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 		 "the application's copy",
 		 s->skel->rodata->sample_every);
 	/* --pin: the maps of the agent before, its programs still following packets in them */
-	err = adopt_maps(&s->adopt, cfg->pin, m->name, s->skel->skeleton,
-			 s->skel->maps.plumb_gate, &s->skel->rodata->plumb_generation, m->error,
-			 sizeof(m->error));
+	err = adopt_maps(&s->adopt, cfg->pin, m->name, s->skel->skeleton, s->skel->maps.plumb_gate,
+			 &s->skel->rodata->plumb_generation, m->error, sizeof(m->error));
 	if (err)
 		goto out_unload;
 	err = netstack_bpf__load(s->skel);
