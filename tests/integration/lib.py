@@ -143,9 +143,10 @@ class Agent:
             stdout=self.log, stderr=subprocess.STDOUT)
         cleanup.add(self.stop)
         # an emulated guest's agent taking maps over (--pin) took 15.8 s to serve in a 6.1
-        # guest under the test's writers: its load, and the old links' release (a
-        # tracepoint's unregistering waits for RCU grace periods, per link)
-        deadline = time.time() + (60 if EMULATED else 15)
+        # guest under the test's writers with three modules, over 60 s with all five: its
+        # load, and the old links' release (a tracepoint's unregistering waits for RCU grace
+        # periods, per link)
+        deadline = time.time() + (180 if EMULATED else 15)
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"agent exited with {self.proc.returncode}: {self.output()}")

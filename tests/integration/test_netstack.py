@@ -243,6 +243,20 @@ for _ in range(int(sys.argv[2])):
 """
 
 
+def icmp_sent(names):
+    """ICMP and ICMPv6 messages the namespaces sent (OutMsgs): packets of their own, inserted
+    beside a test's (h2's port unreachables for datagrams to its port 9, IPv6's neighbour
+    discovery and MLD)."""
+    n = 0
+    for ns in names:
+        snmp = sh("ip", "netns", "exec", ns, "cat", "/proc/net/snmp").stdout.splitlines()
+        head, vals = [line.split() for line in snmp if line.startswith("Icmp:")][:2]
+        n += int(vals[head.index("OutMsgs")])
+        snmp6 = sh("ip", "netns", "exec", ns, "cat", "/proc/net/snmp6").stdout
+        n += int(re.search(r"^Icmp6OutMsgs\s+(\d+)", snmp6, re.M).group(1))
+    return n
+
+
 def test_evictions(hosts, cleanup):
     """90,000 sampled datagrams held at once in a TBF queue (8 kbit/s: a few leave): ns_pkts,
     an LRU map of 65,536, evicts the oldest, and the count exported is what was inserted, not
@@ -263,6 +277,7 @@ def test_evictions(hosts, cleanup):
         return (value(m, "plumb_events_lost_total", module="netstack", reason="ns_pkts_evicted"),
                 value(m, "plumb_map_entries", module="netstack", map="ns_pkts"))
     evicted0, entries0 = counts()
+    icmp0 = icmp_sent(hosts.names + [hosts.switch])
     sh("ip", "netns", "exec", h1, "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate",
        "8kbit", "burst", "1600", "limit", "100000000")
     try:
@@ -273,17 +288,21 @@ def test_evictions(hosts, cleanup):
         assert held > 65536 + 10_000, f"only {held} datagrams held: {out}"
         time.sleep(11)  # the agent counts its LRU maps at most every 10 s
         evicted, entries = counts()
+        icmp = icmp_sent(hosts.names + [hosts.switch]) - icmp0
     finally:
         sh("ip", "netns", "exec", h1, "tc", "qdisc", "del", "dev", "eth0", "root", check=False)
     # inserted - deleted - present: the held ones, and those in the map before, less the
-    # entries now; short of it by the few sent on meanwhile (8 kbit/s of 43-byte frames)
+    # entries now; short of it by the few sent on meanwhile (8 kbit/s of 43-byte frames);
+    # above it by the ICMP the namespaces sent meanwhile (h2's port unreachables for the
+    # ones that left, IPv6's own: a 6.12 guest, slow to send, was 52 over without them) and
+    # the agent's two scrapes on lo
     want = held + entries0 - entries
     print(f"  {held} datagrams held; ns_pkts {entries:.0f} entries (before {entries0:.0f}); "
-          f"evicted {evicted - evicted0:.0f}, expected {want:.0f}")
+          f"evicted {evicted - evicted0:.0f}, expected {want:.0f}, ICMP sent meanwhile {icmp}")
     assert 60_000 <= entries <= 65536, f"ns_pkts: {entries} entries"
-    assert want - 200 <= evicted - evicted0 <= want + 50, \
+    assert want - 200 <= evicted - evicted0 <= want + icmp + 50, \
         f"evicted {evicted - evicted0}, expected {want} (held {held}, entries {entries0} -> " \
-        f"{entries})"
+        f"{entries}; ICMP sent {icmp})"
     agent.stop()
 
 
