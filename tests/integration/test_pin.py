@@ -336,7 +336,20 @@ def test_no_gap(cleanup):
           f"{gap:.2f} s without an agent; the client: {tcp} TCP bytes in {conns} "
           f"connections, {udp} UDP bytes; {datagrams} datagrams on lo")
     wait_value(b, "plumb_io_write_bytes_total", written, **sel)
-    wait_value(b, "plumb_io_ops_total", mkdirs, op="mkdir", **sel)
+    # path events wait in the io module's ring buffer (4 MiB, >= 14,000 events) while no
+    # agent reads it: a 6.1 guest, 78 s without an agent, dropped 1,540 of 18,155 mkdirs,
+    # counted as lost (ringbuf_full, every path event of the host): all counted or lost
+    deadline = time.time() + 10
+    while True:
+        m = b.metrics()
+        made = value(m, "plumb_io_ops_total", op="mkdir", **sel)
+        lost = value(m, "plumb_events_lost_total", module="io", reason="ringbuf_full")
+        if made == mkdirs or (lost and made <= mkdirs <= made + lost) or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    print(f"  directories: {made:.0f} counted, {lost:.0f} path events lost to a full ring buffer")
+    assert made == mkdirs or (lost and made <= mkdirs <= made + lost), \
+        f"{mkdirs} directories made, {made:.0f} counted, {lost:.0f} path events counted lost"
     wait_value(b, "plumb_blk_sectors_total", blocks * 8, cgroup=label, device=disk, op="write")
     ends = ((label5, "client", "tx"), (label4, "server", "rx"))
     for cgroup, role, direction in ends:
