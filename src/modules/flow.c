@@ -162,6 +162,12 @@ struct flow_baseline {
 	char comm[16];
 };
 
+/*
+ * Written last, when every connection's baseline was: an agent stopped midway (killed while
+ * it saved them) leaves none, and the next one does not take the maps over.
+ */
+#define FLOW_BASELINES_MARK 0xff /* in key.proto */
+
 /* A baseline taken over, until its connection is first read or its close event drained. */
 struct flow_restored {
 	struct hnode hnode;
@@ -506,7 +512,7 @@ static void track_restore(struct flow_state *s, struct flow_track *t, uint64_t h
 	t->segs_out_seen = r->b.segs_out_seen;
 	t->segs_in_seen = r->b.segs_in_seen;
 	t->counted = r->b.counted;
-	if (!t->conn.tgid && r->b.tgid) {
+	if (r->b.tgid) { /* as it was: the owner is set once (track_apply) */
 		t->conn.tgid = r->b.tgid;
 		t->conn.cgroup_id = r->b.cgroup_id;
 		memcpy(t->conn.comm, r->b.comm, sizeof(t->conn.comm));
@@ -882,10 +888,13 @@ static void unix_peer_string(const char *path, size_t len, char *out, size_t out
 }
 
 /* Reads one kernel map whole; the number of entries (0 when the read fails). */
-static uint64_t entries_read(const struct bpf_map *map, map_visit_fn visit, struct flow_state *s)
+static uint64_t entries_read(const struct bpf_map *map, map_visit_fn visit, struct flow_state *s,
+			     bool *ok)
 {
 	long n = map_read_all(map, visit, s);
 
+	if (n < 0)
+		*ok = false;
 	return n > 0 ? n : 0;
 }
 
@@ -976,15 +985,17 @@ static void track_retire(struct flow_state *s, struct flow_track *t)
  */
 static void flow_read(struct flow_state *s)
 {
+	bool ok = true;
+
 	ring_buffer__consume(s->events);
 	if (s->bytes == FLOW_BYTES_COUNTERS)
 		flow_iterate_all(s, monotonic_ms());
 	s->read_gen++;
-	s->in_map = entries_read(s->skel->maps.flow_conns, read_tcp, s);
+	s->in_map = entries_read(s->skel->maps.flow_conns, read_tcp, s, &ok);
 	if (s->dgram_on)
-		s->in_dgram = entries_read(s->skel->maps.flow_dgram, read_dgram, s);
+		s->in_dgram = entries_read(s->skel->maps.flow_dgram, read_dgram, s, &ok);
 	if (s->unix_on)
-		s->in_unix = entries_read(s->skel->maps.flow_unix, read_unix, s);
+		s->in_unix = entries_read(s->skel->maps.flow_unix, read_unix, s, &ok);
 	owners_find(s);
 	sweep_state = s;
 	sweep_now = monotonic_ms();
@@ -1001,10 +1012,12 @@ static void flow_read(struct flow_state *s)
 		}
 	} while (sweep_n == FLOW_BATCH);
 	/*
-	 * Every connection the agent before followed has been read from the maps or closed
-	 * (its event drained above) by now; one that is neither lost its close event.
+	 * Every connection the agent before followed has been read from the maps or closed by
+	 * now: one that closed during the read had its event sent before its entry went, so it
+	 * is in the ring buffer. One that is neither lost its close event.
 	 */
-	if (s->restored.buckets) {
+	if (s->restored.buckets && ok) {
+		ring_buffer__consume(s->events);
 		if (s->nrestored)
 			pr_info("pin: flow: %zu connections handed over were gone\n", s->nrestored);
 		restored_free(s);
@@ -1363,6 +1376,8 @@ static int baseline_take(void *ctx, const void *key, const void *value)
 	struct flow_state *s = ctx;
 	struct flow_restored *r;
 
+	if (((const struct flow_track_key *)key)->proto == FLOW_BASELINES_MARK)
+		return 0;
 	/* the map holds no more than the table of connections: none is left out */
 	if (s->nrestored >= s->track_capacity || !(r = calloc(1, sizeof(*r))))
 		return 0;
@@ -1376,9 +1391,10 @@ static int baseline_take(void *ctx, const void *key, const void *value)
 /* At a clean exit that handed the maps over: every followed connection, for the next agent. */
 static void baselines_save(struct flow_state *s)
 {
+	struct flow_track_key mark = { .cookie = ~0ull, .proto = FLOW_BASELINES_MARK };
 	struct flow_baseline b;
 	struct hnode *n;
-	size_t saved = 0, i;
+	size_t saved = 0, live = 0, i;
 
 	hashtab_for_each(&s->tracks, i, n)
 	{
@@ -1386,6 +1402,7 @@ static void baselines_save(struct flow_state *s)
 
 		if (t->closed)
 			continue; /* all added: nothing of it comes any more */
+		live++;
 		memset(&b, 0, sizeof(b));
 		b.tx_seen = t->tx_seen;
 		b.rx_seen = t->rx_seen;
@@ -1397,37 +1414,55 @@ static void baselines_save(struct flow_state *s)
 		memcpy(b.comm, t->conn.comm, sizeof(b.comm));
 		saved += !bpf_map_update_elem(s->baselines_fd, &t->key, &b, BPF_ANY);
 	}
-	pr_info("pin: flow: %zu connections' counts handed over\n", saved);
+	memset(&b, 0, sizeof(b));
+	if (saved == live && !bpf_map_update_elem(s->baselines_fd, &mark, &b, BPF_ANY))
+		pr_info("pin: flow: %zu connections' counts handed over\n", saved);
+	else
+		pr_warn("pin: flow: %zu of %zu connections' counts handed over: the next agent "
+			"counts flow from its own start\n",
+			saved, live);
 }
 
 /*
  * --pin: the maps of the agent before, if it left them (its programs still count into them
- * until this one's attach), and its connections' counts at its last read, which the first
- * read here continues from; then a fresh DIR/flow_baselines for this agent's exit.
+ * until this one's attach), with its connections' counts at its last read, which the first
+ * read here continues from: the maps only with every one of those (read first); then a
+ * fresh DIR/flow_baselines for this agent's exit.
  */
 static int flow_adopt(struct plumb_module *m, struct flow_state *s, const struct plumb_config *cfg)
 {
-	int err = adopt_maps(&s->adopt, cfg->pin, m->name, s->skel->skeleton,
-			     s->skel->maps.plumb_gate, &s->skel->rodata->plumb_generation, m->error,
-			     sizeof(m->error));
+	struct flow_track_key mark = { .cookie = ~0ull, .proto = FLOW_BASELINES_MARK };
+	struct flow_baseline b;
+	char gate[4400];
+	int err;
 
-	if (err || !cfg->pin)
-		return err;
-	s->baselines_fd = adopt_side_map(cfg->pin, "flow_baselines", sizeof(struct flow_track_key),
-					 sizeof(struct flow_baseline), s->track_capacity, m->error,
-					 sizeof(m->error));
-	if (s->baselines_fd < 0)
-		return s->baselines_fd;
-	if (s->adopt.adopted) {
-		if (hashtab_init(&s->restored, s->track_capacity)) {
-			snprintf(m->error, sizeof(m->error), "out of memory");
-			return -ENOMEM;
+	if (cfg->pin) {
+		s->baselines_fd =
+			adopt_side_map(cfg->pin, "flow_baselines", sizeof(struct flow_track_key),
+				       sizeof(struct flow_baseline), s->track_capacity + 1,
+				       m->error, sizeof(m->error));
+		if (s->baselines_fd < 0)
+			return s->baselines_fd;
+		if (!bpf_map_lookup_elem(s->baselines_fd, &mark, &b) &&
+		    (hashtab_init(&s->restored, s->track_capacity) ||
+		     map_read_fd(s->baselines_fd, BPF_MAP_TYPE_HASH, sizeof(struct flow_track_key),
+				 sizeof(struct flow_baseline), MAP_BATCH_BYTES, baseline_take,
+				 s) < 0))
+			restored_free(s);
+		if (!s->restored.buckets) {
+			snprintf(gate, sizeof(gate), "%s/%s/map_plumb_gate", cfg->pin, m->name);
+			if (!access(gate, F_OK))
+				pr_info("pin: flow: the maps left came without their connections' "
+					"counts: not taken over\n");
+			adopt_discard(cfg->pin, m->name);
 		}
-		map_read_fd(s->baselines_fd, BPF_MAP_TYPE_HASH, sizeof(struct flow_track_key),
-			    sizeof(struct flow_baseline), MAP_BATCH_BYTES, baseline_take, s);
+		map_empty(s->baselines_fd, sizeof(struct flow_track_key));
 	}
-	map_empty(s->baselines_fd, sizeof(struct flow_track_key));
-	return 0;
+	err = adopt_maps(&s->adopt, cfg->pin, m->name, s->skel->skeleton, s->skel->maps.plumb_gate,
+			 &s->skel->rodata->plumb_generation, m->error, sizeof(m->error));
+	if (err || !s->adopt.adopted)
+		restored_free(s);
+	return err;
 }
 
 static int flow_hand_over(struct plumb_module *m)

@@ -318,15 +318,18 @@ static void baselines_take(struct sched_state *s)
 	map_empty(s->baselines_fd, sizeof(__u32));
 }
 
-/* At a clean exit that handed the maps over: every followed thread's counts, for the next. */
+/*
+ * At a clean exit that handed the maps over: every followed thread's counts, for the next,
+ * and last, when all were written, BASELINE_META: without it (an agent killed midway) the
+ * next agent does not take the maps over.
+ */
 static void baselines_save(struct sched_state *s)
 {
-	struct sched_baseline b = { .start_ns = s->attach_ns };
-	__u32 key = BASELINE_META;
+	struct sched_baseline b = { 0 };
+	__u32 key;
 	struct hnode *n;
 	size_t saved = 0;
 
-	bpf_map_update_elem(s->baselines_fd, &key, &b, BPF_ANY);
 	for (size_t i = 0; i <= s->tids.mask; i++)
 		for (n = s->tids.buckets[i]; n; n = n->next) {
 			struct sched_tid *t = (struct sched_tid *)n;
@@ -336,7 +339,15 @@ static void baselines_save(struct sched_state *s)
 			key = t->tid;
 			saved += !bpf_map_update_elem(s->baselines_fd, &key, &b, BPF_ANY);
 		}
-	pr_info("pin: sched: %zu threads' counts handed over\n", saved);
+	key = BASELINE_META;
+	memset(&b, 0, sizeof(b));
+	b.start_ns = s->attach_ns;
+	if (saved == s->ntids && !bpf_map_update_elem(s->baselines_fd, &key, &b, BPF_ANY))
+		pr_info("pin: sched: %zu threads' counts handed over\n", saved);
+	else
+		pr_warn("pin: sched: %zu of %zu threads' counts handed over: the next agent counts "
+			"sched and wait from its own start\n",
+			saved, s->ntids);
 }
 
 static int handle_exit(void *ctx, void *data, size_t len)
@@ -845,17 +856,30 @@ static int sched_attach(struct sched_state *s, bool switches)
 static int sched_adopt(struct plumb_module *m, struct sched_state *s,
 		       const struct plumb_config *cfg)
 {
-	int err = adopt_maps(&s->adopt, cfg->pin, "sched", s->skel->skeleton,
-			     s->skel->maps.plumb_gate, &s->skel->rodata->plumb_generation, m->error,
-			     sizeof(m->error));
+	struct sched_baseline b;
+	__u32 meta = BASELINE_META;
+	char gate[4400];
+	int err;
 
+	if (cfg->pin) {
+		s->baselines_fd = adopt_side_map(cfg->pin, "sched_baselines", sizeof(__u32),
+						 sizeof(struct sched_baseline),
+						 SCHED_THREADS_MAX + 1, m->error, sizeof(m->error));
+		if (s->baselines_fd < 0)
+			return s->baselines_fd;
+		/* the maps go on only with every thread's counts (BASELINE_META, written last) */
+		if (bpf_map_lookup_elem(s->baselines_fd, &meta, &b)) {
+			snprintf(gate, sizeof(gate), "%s/sched/map_plumb_gate", cfg->pin);
+			if (!access(gate, F_OK))
+				pr_info("pin: sched: the maps left came without their threads' "
+					"counts: not taken over\n");
+			adopt_discard(cfg->pin, "sched");
+		}
+	}
+	err = adopt_maps(&s->adopt, cfg->pin, "sched", s->skel->skeleton, s->skel->maps.plumb_gate,
+			 &s->skel->rodata->plumb_generation, m->error, sizeof(m->error));
 	if (err || !cfg->pin)
 		return err;
-	s->baselines_fd = adopt_side_map(cfg->pin, "sched_baselines", sizeof(__u32),
-					 sizeof(struct sched_baseline), SCHED_THREADS_MAX + 1,
-					 m->error, sizeof(m->error));
-	if (s->baselines_fd < 0)
-		return s->baselines_fd;
 	if (s->adopt.adopted)
 		baselines_take(s);
 	else /* another agent's, or none: nothing to continue */
