@@ -132,6 +132,7 @@ int adopt_maps(struct adopt *a, const char *pin, const char *module,
 	*generation = 0;
 	if (!pin || !pin[0])
 		return 0;
+	a->obj = obj;
 	snprintf(a->dir, sizeof(a->dir), "%s/%s", pin, module);
 	if (mkdir(a->dir, 0700) && errno != EEXIST) {
 		int e = errno;
@@ -199,18 +200,59 @@ int adopt_maps(struct adopt *a, const char *pin, const char *module,
 	return 0;
 }
 
+/*
+ * Each CPU moves to the new generation at the first event an old program sees there after the
+ * gate moved (bpf/gate.bpf.h). Once the old links go, no old program runs to move a CPU that
+ * had no event meanwhile (an idle one): after ADOPT_CPU_WAIT_MS the ones left are moved from
+ * here (an event in progress on such a CPU at that instant could count twice).
+ */
+#define ADOPT_CPU_WAIT_MS 200
+
+static int gate_cpus_settle(struct bpf_object *obj, unsigned int generation)
+{
+	struct bpf_map *cpus = bpf_object__find_map_by_name(obj, "plumb_gate_cpu");
+	int n = libbpf_num_possible_cpus(), fd, moved = 0;
+	__u64 v[1024]; /* a per-CPU value of 4 bytes takes 8 for each CPU */
+	__u32 zero = 0;
+
+	if (!cpus || n <= 0 || n > 1024)
+		return -EINVAL;
+	fd = bpf_map__fd(cpus);
+	for (int waited = 0; waited <= ADOPT_CPU_WAIT_MS; waited++) {
+		if (bpf_map_lookup_elem(fd, &zero, v))
+			return -errno;
+		moved = 0;
+		for (int i = 0; i < n; i++)
+			moved += (__u32)v[i] == generation;
+		if (moved == n)
+			return 0;
+		usleep(1000);
+	}
+	for (int i = 0; i < n; i++)
+		v[i] = generation;
+	pr_info("pin: %d of %d CPUs had no event in %d ms: moved to the new programs\n",
+		n - moved, n, ADOPT_CPU_WAIT_MS);
+	return bpf_map_update_elem(fd, &zero, v, BPF_ANY) ? -errno : 0;
+}
+
 int adopt_activate(struct adopt *a, struct bpf_map *gate, char *err, size_t errlen)
 {
 	struct handover_gate g = { .generation = a->generation, .object_hash = a->object_hash };
 	__u32 zero = 0;
+	int e;
 
 	if (!a->dir[0])
 		return 0;
 	if (bpf_map_update_elem(bpf_map__fd(gate), &zero, &g, BPF_ANY)) {
-		int e = errno;
-
+		e = errno;
 		snprintf(err, errlen, "--pin: cannot set the gate: %s", strerror(e));
 		return -e;
+	}
+	e = a->adopted ? gate_cpus_settle(a->obj, a->generation) : 0;
+	if (e) {
+		snprintf(err, errlen, "--pin: cannot move the CPUs to the new programs: %s",
+			 strerror(-e));
+		return e;
 	}
 	/* the old programs count no more: their links and the pins go */
 	remove_pins(a->dir);

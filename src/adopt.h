@@ -26,6 +26,7 @@ struct adopt {
 	bool adopted; /* the maps are the previous agent's */
 	bool handed; /* at exit: pinned for the next agent */
 	unsigned int generation; /* of this agent's programs */
+	struct bpf_object *obj; /* the module's, with its plumb_gate_cpu */
 	uint64_t object_hash;
 };
 
