@@ -88,9 +88,9 @@ def gate_price(cpu, f):
         empty.append(run_times(cpu, ["--floor", "--no-latency"], f))
         gated.append(run_times(cpu, ["--floor", "--no-latency", "--gate"], f))
     out = ["## The handover gate's price", "",
-           "Every program of the io, blk, sched and flow modules first checks the handover "
-           "gate (bpf/gate.bpf.h: an array lookup of a constant key, which the verifier "
-           "inlines, and a compare with a read-only constant). Exit programs that only check "
+           "Every program of every module first checks the handover gate (bpf/gate.bpf.h: "
+           "two array lookups of a constant key, one per CPU, which the verifier inlines, and "
+           "compares with a read-only constant). Exit programs that only check "
            f"it against empty ones on the same tracepoints, {GATE_ROUNDS} alternating runs "
            "(each 1,000,000 calls per program after 5 pairs of wall-time batches), the "
            "programs' own run time by bpf_stats: medians, and the median of the paired "
