@@ -89,8 +89,7 @@ struct subject {
 	struct floor_bpf *floor;
 };
 
-static int subject_load(struct subject *sub, int floor, int latency, unsigned int sample,
-			int gated)
+static int subject_load(struct subject *sub, int floor, int latency, unsigned int sample, int gated)
 {
 	struct bpf_object *obj;
 	struct bpf_program *p;
@@ -277,7 +276,9 @@ int main(int argc, char **argv)
 	with = calloc(pairs, sizeof(double));
 	diff = calloc(pairs, sizeof(double));
 	printf("| loop | without (ns/call) | with %s (ns/call) | added (ns/call) |\n",
-	       !floor ? "io module" : gated ? "gate-only programs" : "empty programs");
+	       !floor ? "io module" :
+	       gated  ? "gate-only programs" :
+			"empty programs");
 	printf("|---|---|---|---|\n");
 	for (enum loop l = 0; l < LOOPS; l++) {
 		for (i = 0; i < pairs; i++) {

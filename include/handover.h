@@ -10,8 +10,9 @@
  * The one entry of a module's plumb_gate map: the generation of the programs that are to
  * count (a rodata constant set at load). An agent taking over attaches its programs beside
  * the old ones, then moves generation to its own in one write; each CPU follows at its next
- * event (plumb_gate_cpu, bpf/gate.bpf.h), so every event is counted by exactly one of them. object_hash names the BPF object the maps were made for and
- * its settings (its read-only data): an agent adopts them only from the same object, set alike.
+ * event (plumb_gate_cpu, bpf/gate.bpf.h), so every event is counted by exactly one of them.
+ * object_hash names the BPF object the maps were made for and its settings (its read-only
+ * data): an agent adopts them only from the same object, set alike.
  */
 struct handover_gate {
 	__u32 generation;

@@ -73,6 +73,16 @@ void adopt_discard(const char *pin, const char *module)
 	remove_pins(dir);
 }
 
+void adopt_refuse(const char *pin, const char *module, const char *what)
+{
+	char gate[4400];
+
+	snprintf(gate, sizeof(gate), "%s/%s/map_plumb_gate", pin, module);
+	if (!access(gate, F_OK))
+		pr_info("pin: %s: the maps left came without %s: not taken over\n", module, what);
+	adopt_discard(pin, module);
+}
+
 /* The pinned map at path, if it is what map would be made as; -1 otherwise. */
 static int compatible_pin(const char *path, const struct bpf_map *map)
 {
@@ -230,8 +240,8 @@ static int gate_cpus_settle(struct bpf_object *obj, unsigned int generation)
 	}
 	for (int i = 0; i < n; i++)
 		v[i] = generation;
-	pr_info("pin: %d of %d CPUs had no event in %d ms: moved to the new programs\n",
-		n - moved, n, ADOPT_CPU_WAIT_MS);
+	pr_info("pin: %d of %d CPUs had no event in %d ms: moved to the new programs\n", n - moved,
+		n, ADOPT_CPU_WAIT_MS);
 	return bpf_map_update_elem(fd, &zero, v, BPF_ANY) ? -errno : 0;
 }
 

@@ -35,8 +35,8 @@ struct adopt {
  * DIR/<module> holds the maps an agent with the same BPF object and settings (its read-only
  * data, set before this call) left, every map of obj but its read-only data takes the old
  * one's place and *generation is the next one; anything else there (another object or
- * settings, maps of another size) is removed and its links detach. A map
- * that is not created (autocreate off) is neither adopted nor handed over.
+ * settings, maps of another size) is removed and its links detach. A map that is not
+ * created (autocreate off) is neither adopted nor handed over.
  */
 int adopt_maps(struct adopt *a, const char *pin, const char *module,
 	       const struct bpf_object_skeleton *skel, struct bpf_map *gate,
@@ -61,5 +61,11 @@ int adopt_side_map(const char *pin, const char *name, __u32 key_size, __u32 valu
 
 /* Removes whatever an agent left in DIR/<module> (its links detach). */
 void adopt_discard(const char *pin, const char *module);
+
+/*
+ * Before adopt_maps: what the module hands over beside the maps (what) is missing, so the
+ * maps left are not to be taken over: adopt_discard, said in the log when there were some.
+ */
+void adopt_refuse(const char *pin, const char *module, const char *what);
 
 #endif

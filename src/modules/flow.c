@@ -1433,7 +1433,6 @@ static int flow_adopt(struct plumb_module *m, struct flow_state *s, const struct
 {
 	struct flow_track_key mark = { .cookie = ~0ull, .proto = FLOW_BASELINES_MARK };
 	struct flow_baseline b;
-	char gate[4400];
 	int err;
 
 	if (cfg->pin) {
@@ -1449,13 +1448,8 @@ static int flow_adopt(struct plumb_module *m, struct flow_state *s, const struct
 				 sizeof(struct flow_baseline), MAP_BATCH_BYTES, baseline_take,
 				 s) < 0))
 			restored_free(s);
-		if (!s->restored.buckets) {
-			snprintf(gate, sizeof(gate), "%s/%s/map_plumb_gate", cfg->pin, m->name);
-			if (!access(gate, F_OK))
-				pr_info("pin: flow: the maps left came without their connections' "
-					"counts: not taken over\n");
-			adopt_discard(cfg->pin, m->name);
-		}
+		if (!s->restored.buckets)
+			adopt_refuse(cfg->pin, m->name, "their connections' counts");
 		map_empty(s->baselines_fd, sizeof(struct flow_track_key));
 	}
 	err = adopt_maps(&s->adopt, cfg->pin, m->name, s->skel->skeleton, s->skel->maps.plumb_gate,

@@ -858,7 +858,6 @@ static int sched_adopt(struct plumb_module *m, struct sched_state *s,
 {
 	struct sched_baseline b;
 	__u32 meta = BASELINE_META;
-	char gate[4400];
 	int err;
 
 	if (cfg->pin) {
@@ -868,13 +867,8 @@ static int sched_adopt(struct plumb_module *m, struct sched_state *s,
 		if (s->baselines_fd < 0)
 			return s->baselines_fd;
 		/* the maps go on only with every thread's counts (BASELINE_META, written last) */
-		if (bpf_map_lookup_elem(s->baselines_fd, &meta, &b)) {
-			snprintf(gate, sizeof(gate), "%s/sched/map_plumb_gate", cfg->pin);
-			if (!access(gate, F_OK))
-				pr_info("pin: sched: the maps left came without their threads' "
-					"counts: not taken over\n");
-			adopt_discard(cfg->pin, "sched");
-		}
+		if (bpf_map_lookup_elem(s->baselines_fd, &meta, &b))
+			adopt_refuse(cfg->pin, "sched", "their threads' counts");
 	}
 	err = adopt_maps(&s->adopt, cfg->pin, "sched", s->skel->skeleton, s->skel->maps.plumb_gate,
 			 &s->skel->rodata->plumb_generation, m->error, sizeof(m->error));
