@@ -206,6 +206,8 @@ struct flow_state {
 	struct adopt adopt; /* --pin: the maps and links over a restart */
 	int baselines_fd; /* --pin: DIR/flow_baselines, or -1 */
 	struct hashtab restored; /* flow_restored, by key; until the first read is done */
+	bool reading; /* flow_read's drain and map reads: closed tracks are held */
+	uint64_t now_ms; /* monotonic_ms() at the drain or read under way (one clock read each) */
 	size_t nrestored;
 };
 
@@ -412,14 +414,16 @@ static struct flow_end *end_for(struct flow_state *s, const struct flow_track *t
  * the connection with the reversed tuple, when the agent follows it and its owner is known;
  * both ends are decided together, so that the two ends of a pair name each other or neither.
  * A connection whose peer is not found within FLOW_PAIR_WAIT_MS is a remote one (or its peer
- * came too late): its end is joined by address (docs/graph.md section 3).
+ * came too late): its end is joined by address (docs/graph.md section 3). Returns the peer it
+ * was paired with now, if any.
  */
-static void end_apply(struct flow_state *s, struct flow_track *t, uint64_t now)
+static struct flow_track *end_apply(struct flow_state *s, struct flow_track *t, uint64_t now)
 {
+	struct flow_track *paired = NULL;
 	struct flow_end *e;
 
 	if (!t->conn.established || (!t->conn.tgid && !t->closed))
-		return;
+		return NULL;
 	if (t->conn.proto == FLOW_PROTO_UNIX) {
 		/* the kernel names the peer process itself (SO_PEERCRED) */
 		t->peer_tgid = t->conn.peer_tgid;
@@ -433,15 +437,16 @@ static void end_apply(struct flow_state *s, struct flow_track *t, uint64_t now)
 			t->peer_tgid = r->conn.tgid;
 			r->peer_tgid = t->conn.tgid;
 			t->peer_decided = r->peer_decided = true;
+			paired = r;
 		} else if (now - t->first_ms < FLOW_PAIR_WAIT_MS) {
-			return;
+			return NULL;
 		} else {
 			t->peer_decided = true;
 		}
 	}
 	e = end_for(s, t);
 	if (!e)
-		return;
+		return paired;
 	if (t->conn.tx >= t->end_tx_seen)
 		e->tx += t->conn.tx - t->end_tx_seen;
 	if (t->conn.rx >= t->end_rx_seen)
@@ -452,6 +457,7 @@ static void end_apply(struct flow_state *s, struct flow_track *t, uint64_t now)
 		e->connections++;
 		t->end_counted = true;
 	}
+	return paired;
 }
 
 /* Adds what the connection did since it was last seen; counts it once its owner is known. */
@@ -469,7 +475,7 @@ static void track_apply(struct flow_state *s, struct flow_track *t, const struct
 	if (!t->conn.role)
 		t->conn.role = c->role;
 	if (c->tx != t->conn.tx || c->rx != t->conn.rx)
-		t->last_change_ms = monotonic_ms();
+		t->last_change_ms = s->now_ms;
 	t->conn.tx = c->tx; /* the counts so far, for end_apply */
 	t->conn.rx = c->rx;
 	if (!t->conn.tgid && !closed)
@@ -556,7 +562,7 @@ static struct flow_track *track_get(struct flow_state *s, const struct flow_trac
 	t->key = *key;
 	t->conn = *c;
 	t->conn.tx = t->conn.rx = 0;
-	t->first_ms = t->last_change_ms = monotonic_ms();
+	t->first_ms = t->last_change_ms = s->now_ms;
 	if (s->nrestored)
 		track_restore(s, t, hash);
 	tuple_of(c, &t->tuple);
@@ -590,7 +596,7 @@ static int handle_close(void *ctx, void *data, size_t len)
 	struct flow_state *s = ctx;
 	const struct flow_event *e = data;
 	struct flow_track_key key = { .proto = FLOW_PROTO_TCP };
-	struct flow_track *t;
+	struct flow_track *t, *r;
 
 	if (len < sizeof(*e) || e->kind != FLOW_CLOSE)
 		return 0;
@@ -601,7 +607,7 @@ static int handle_close(void *ctx, void *data, size_t len)
 	track_apply(s, t, &e->conn, true);
 	/* kept a little for its graph end and the other end's pairing: see closed_expire() */
 	t->closed = true;
-	t->closed_ms = monotonic_ms();
+	t->closed_ms = s->now_ms;
 	t->closed_prev = s->closed_tail;
 	t->closed_next = NULL;
 	if (s->closed_tail)
@@ -609,7 +615,25 @@ static int handle_close(void *ctx, void *data, size_t len)
 	else
 		s->closed_head = t;
 	s->closed_tail = t;
-	end_apply(s, t, t->closed_ms);
+	r = end_apply(s, t, t->closed_ms);
+	/*
+	 * Paired or decided: nothing is left to wait for. Going now keeps the agent's table to
+	 * the connections still waiting for their peer (under churn, tens of thousands held for
+	 * FLOW_PAIR_HOLD_MS made the agent's working set megabytes, and cost the workload more
+	 * than the agent's CPU time: bench/results/flow.md). A closed peer paired now has its end
+	 * applied and goes too; a live one is applied at its reads and close as before. Not
+	 * while a read of the map is under way (flow_read): the event is sent just before the
+	 * entry is deleted, so the read may still find it, and the closed track, held, makes
+	 * read_tcp ignore it instead of counting a new connection.
+	 */
+	if (r && r->closed && !s->reading) {
+		end_apply(s, r, t->closed_ms);
+		track_drop(s, r);
+	} else if (r && r->closed) {
+		end_apply(s, r, t->closed_ms);
+	}
+	if (t->peer_decided && !s->reading)
+		track_drop(s, t);
 	return 0;
 }
 
@@ -987,6 +1011,8 @@ static void flow_read(struct flow_state *s)
 {
 	bool ok = true;
 
+	s->reading = true;
+	s->now_ms = monotonic_ms();
 	ring_buffer__consume(s->events);
 	if (s->bytes == FLOW_BYTES_COUNTERS)
 		flow_iterate_all(s, monotonic_ms());
@@ -996,6 +1022,7 @@ static void flow_read(struct flow_state *s)
 		s->in_dgram = entries_read(s->skel->maps.flow_dgram, read_dgram, s, &ok);
 	if (s->unix_on)
 		s->in_unix = entries_read(s->skel->maps.flow_unix, read_unix, s, &ok);
+	s->reading = false;
 	owners_find(s);
 	sweep_state = s;
 	sweep_now = monotonic_ms();
@@ -1028,8 +1055,9 @@ static int flow_tick(struct plumb_module *m)
 {
 	struct flow_state *s = m->priv;
 
+	s->now_ms = monotonic_ms();
 	ring_buffer__consume(s->events);
-	closed_expire(s, monotonic_ms());
+	closed_expire(s, s->now_ms);
 	return 0;
 }
 
