@@ -13,8 +13,11 @@
  * add per call, nothing per packet. They run in the calling process, which owns an accepted
  * socket from the first time it reads or writes it.
  *
- * Live connections are read by user space from the flow_conns hash (every network namespace:
- * an iterator over socket storage would do too, but these kernels refuse to load one: EPERM).
+ * Live connections are read by user space from two hashes (every network namespace: an
+ * iterator over socket storage would do too, but these kernels refuse to load one: EPERM):
+ * flow_hot, small, takes new connections while it has room, and flow_conns the rest, up to
+ * --flow-capacity in all. Each hash operation lands in a random bucket; in a table sized for
+ * 100k connections (2 MiB of buckets) that is a cache miss, in one of 4,096 it is not.
  * Connections older than the agent are found once with iter/tcp, or at their next send/recv.
  *
  * Every program but the iterator first checks the handover gate (gate.bpf.h): with --pin the
@@ -60,6 +63,7 @@ const volatile bool unix_on = true;
 #define NR_sendmsg  46
 #define NR_sendmmsg 307
 #define SOCK_STREAM 1
+#define E2BIG	    7
 #define EEXIST	    17
 #define MSG_PEEK    2
 /* include/net/tcp_states.h */
@@ -80,6 +84,13 @@ struct {
 	__type(key, __u64);
 	__type(value, struct flow_conn);
 } flow_conns SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096); /* resized before load: at most --flow-capacity / 2 */
+	__type(key, __u64);
+	__type(value, struct flow_conn);
+} flow_hot SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -261,30 +272,49 @@ static __always_inline void set_tuple(struct flow_conn *c, const struct sock *sk
 	}
 }
 
+/* The connection's entry: in flow_hot, or else in flow_conns. */
+static __always_inline struct flow_conn *conn_lookup(__u64 cookie)
+{
+	struct flow_conn *c = bpf_map_lookup_elem(&flow_hot, &cookie);
+
+	return c ? c : bpf_map_lookup_elem(&flow_conns, &cookie);
+}
+
+/* A new entry: in flow_hot while it has room (-E2BIG: full), else in flow_conns. */
+static __always_inline long conn_put(__u64 cookie, const struct flow_conn *v)
+{
+	long err = bpf_map_update_elem(&flow_hot, &cookie, v, BPF_NOEXIST);
+
+	if (err == -E2BIG)
+		err = bpf_map_update_elem(&flow_conns, &cookie, v, BPF_NOEXIST);
+	return err;
+}
+
 /* The connection's entry, created (zeroed) when absent; NULL and counted when the map is full. */
 static __always_inline struct flow_conn *conn_get(__u64 cookie, bool *created)
 {
-	struct flow_conn *c = bpf_map_lookup_elem(&flow_conns, &cookie);
+	struct flow_conn *c = conn_lookup(cookie);
 
 	*created = false;
 	if (c)
 		return c;
-	if (bpf_map_update_elem(&flow_conns, &cookie, &zero_conn, BPF_NOEXIST) == 0)
+	if (conn_put(cookie, &zero_conn) == 0)
 		*created = true;
-	c = bpf_map_lookup_elem(&flow_conns, &cookie);
+	c = conn_lookup(cookie);
 	if (!c)
 		count_lost(FLOW_LOST_CONNS_FULL);
 	return c;
 }
 
 /*
- * A new socket's entry, filled in by the caller: one update and no lookup (conn_get's three
- * hash operations were a third of flow_state's time). false when the socket has an entry
- * already (the caller then looks it up); a full map is counted.
+ * A socket's entry, filled in by the caller, for a socket that has none as far as the caller
+ * knows (no cookie yet, or looked up): one update and no lookup (conn_get's three hash
+ * operations were a third of flow_state's time). false when the socket has an entry already
+ * (the caller then looks it up); full maps are counted.
  */
 static __always_inline bool conn_insert(__u64 cookie, const struct flow_conn *v)
 {
-	long err = bpf_map_update_elem(&flow_conns, &cookie, v, BPF_NOEXIST);
+	long err = conn_put(cookie, v);
 
 	if (err == -EEXIST)
 		return false;
@@ -314,10 +344,14 @@ static __always_inline void conn_end(const struct sock *sk)
 	struct tcp_sock *tp;
 	struct flow_event *e;
 	struct flow_conn *c;
+	bool hot;
 
 	if (!cookie)
 		return;
-	c = bpf_map_lookup_elem(&flow_conns, &cookie);
+	c = bpf_map_lookup_elem(&flow_hot, &cookie);
+	hot = c;
+	if (!c)
+		c = bpf_map_lookup_elem(&flow_conns, &cookie);
 	if (!c)
 		return;
 	/* tcp_sock's fields by direct loads: the socket as the BTF pointer of a tcp_sock */
@@ -338,7 +372,10 @@ static __always_inline void conn_end(const struct sock *sk)
 			count_lost(FLOW_LOST_RINGBUF_FULL);
 		}
 	}
-	bpf_map_delete_elem(&flow_conns, &cookie);
+	if (hot)
+		bpf_map_delete_elem(&flow_hot, &cookie);
+	else
+		bpf_map_delete_elem(&flow_conns, &cookie);
 }
 
 SEC("tp_btf/inet_sock_set_state")
@@ -346,6 +383,7 @@ int BPF_PROG(flow_state, const struct sock *sk, const int oldstate, const int ne
 {
 	struct flow_conn *c, v = {};
 	__u64 cookie;
+	bool fresh;
 	__u8 role;
 
 	/* most changes matter not: leave before reading anything of the socket */
@@ -357,14 +395,19 @@ int BPF_PROG(flow_state, const struct sock *sk, const int oldstate, const int ne
 	}
 	if (!gate_open() || !is_tcp_btf(sk) || !netns_observed_btf(sk))
 		return 0;
+	/* entries are keyed by cookie: a socket without one yet (a new one) has none */
+	fresh = !sk->__sk_common.skc_cookie.counter;
 	cookie = bpf_get_socket_cookie((void *)sk);
 	if (newstate == TCP_SYN_SENT) {
-		/* in connect(): the caller owns the socket */
-		set_owner(&v);
-		v.role = FLOW_ROLE_CLIENT;
-		if (conn_insert(cookie, &v))
-			return 0;
-		c = bpf_map_lookup_elem(&flow_conns, &cookie); /* a second connect() */
+		/* in connect(): the caller owns the socket (a second connect() has an entry) */
+		c = fresh ? NULL : conn_lookup(cookie);
+		if (!c) {
+			set_owner(&v);
+			v.role = FLOW_ROLE_CLIENT;
+			if (conn_insert(cookie, &v))
+				return 0;
+			c = conn_lookup(cookie);
+		}
 		if (c) {
 			set_owner(c);
 			c->role = FLOW_ROLE_CLIENT;
@@ -374,12 +417,12 @@ int BPF_PROG(flow_state, const struct sock *sk, const int oldstate, const int ne
 	if (newstate == TCP_ESTABLISHED) {
 		role = oldstate == TCP_SYN_SENT ? FLOW_ROLE_CLIENT : FLOW_ROLE_SERVER;
 		/* a client's entry is there since SYN_SENT; an accepted socket is new */
-		c = role == FLOW_ROLE_CLIENT ? bpf_map_lookup_elem(&flow_conns, &cookie) : NULL;
+		c = fresh ? NULL : conn_lookup(cookie);
 		if (!c) {
 			conn_established(&v, sk, role);
 			if (conn_insert(cookie, &v))
 				return 0;
-			c = bpf_map_lookup_elem(&flow_conns, &cookie);
+			c = conn_lookup(cookie);
 		}
 		if (c)
 			conn_established(c, sk, role);
@@ -408,7 +451,7 @@ static __always_inline int count_bytes(struct sock *sk, int ret, bool tx)
 
 	/* count_call() has checked ret, the family and the protocol */
 	cookie = bpf_get_socket_cookie(sk);
-	c = bpf_map_lookup_elem(&flow_conns, &cookie);
+	c = conn_lookup(cookie);
 	if (!c && netns_observed_btf(sk))
 		c = conn_get(cookie, &created);
 	if (!c)
@@ -704,7 +747,7 @@ static __always_inline int accept_exit(struct syscall_exit_ctx *ctx)
 	cookie = BPF_CORE_READ(sock, sk, __sk_common.skc_cookie.counter);
 	if (!cookie)
 		return 0;
-	c = bpf_map_lookup_elem(&flow_conns, &cookie);
+	c = conn_lookup(cookie);
 	if (c && !c->tgid)
 		set_owner(c);
 	return 0;
@@ -792,7 +835,7 @@ int flow_exit_recvmsg(struct syscall_exit_ctx *ctx)
 
 /*
  * Once at start, in the agent's network namespace: listening ports, and connections that were
- * established before the agent (entered into flow_conns: counted from now on).
+ * established before the agent (entered into flow_hot or flow_conns: counted from now on).
  */
 SEC("iter/tcp")
 int flow_discover(struct bpf_iter__tcp *ctx)

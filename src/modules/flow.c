@@ -47,6 +47,8 @@
  * without a peer process; a closed one stays findable this long for a late other end.
  */
 #define FLOW_PAIR_WAIT_MS 1000
+/* flow_hot's entries: buckets (16 B each) and recently freed entries that stay in cache */
+#define FLOW_HOT_MAX	  4096
 #define FLOW_PAIR_HOLD_MS 1000
 /*
  * UDP flows and unix sockets have no close the agent sees: one whose counts have not moved for
@@ -207,6 +209,7 @@ struct flow_state {
 	int baselines_fd; /* --pin: DIR/flow_baselines, or -1 */
 	struct hashtab restored; /* flow_restored, by key; until the first read is done */
 	bool reading; /* flow_read's drain and map reads: closed tracks are held */
+	bool reading_big; /* reading flow_conns, after flow_hot */
 	uint64_t now_ms; /* monotonic_ms() at the drain or read under way (one clock read each) */
 	size_t nrestored;
 };
@@ -934,6 +937,14 @@ static int read_tcp(void *ctx, const void *k, const void *v)
 	t = track_get(s, &key, c);
 	if (!t || t->closed)
 		return 0; /* closed: a later entry of the same socket (TCP_CLOSE ends) */
+	if (s->reading_big && t->read_gen == s->read_gen) {
+		/*
+		 * In flow_hot too: two CPUs made the socket's entry at once while flow_hot had one
+		 * place left. The programs use flow_hot's; this one only grows stale.
+		 */
+		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.flow_conns), k);
+		return 0;
+	}
 	t->read_gen = s->read_gen;
 	track_apply(s, t, c, false);
 	return 0;
@@ -1017,7 +1028,10 @@ static void flow_read(struct flow_state *s)
 	if (s->bytes == FLOW_BYTES_COUNTERS)
 		flow_iterate_all(s, monotonic_ms());
 	s->read_gen++;
-	s->in_map = entries_read(s->skel->maps.flow_conns, read_tcp, s, &ok);
+	s->in_map = entries_read(s->skel->maps.flow_hot, read_tcp, s, &ok);
+	s->reading_big = true;
+	s->in_map += entries_read(s->skel->maps.flow_conns, read_tcp, s, &ok);
+	s->reading_big = false;
 	if (s->dgram_on)
 		s->in_dgram = entries_read(s->skel->maps.flow_dgram, read_dgram, s, &ok);
 	if (s->unix_on)
@@ -1365,9 +1379,11 @@ static void flow_health(struct plumb_module *m, struct module_health *h)
 								"mmsg_first_peer" };
 	uint64_t lost[FLOW_LOST_REASONS];
 
+	/* one table of live connections, in two maps: flow_hot first, then flow_conns */
 	h->maps[h->nmaps].name = "flow_conns";
 	h->maps[h->nmaps].entries = s->in_map;
-	h->maps[h->nmaps++].capacity = bpf_map__max_entries(s->skel->maps.flow_conns);
+	h->maps[h->nmaps++].capacity = bpf_map__max_entries(s->skel->maps.flow_hot) +
+				       bpf_map__max_entries(s->skel->maps.flow_conns);
 	h->maps[h->nmaps].name = "flow_dgram";
 	h->maps[h->nmaps].entries = s->in_dgram;
 	h->maps[h->nmaps++].capacity = bpf_map__max_entries(s->skel->maps.flow_dgram);
@@ -1692,6 +1708,7 @@ static int flow_attach_cgroup(struct flow_state *s, const char *cgroup_root)
 static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 {
 	struct flow_state *s;
+	uint32_t hot;
 	int err;
 
 	m->nattach = 0;
@@ -1719,7 +1736,10 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 		snprintf(m->error, sizeof(m->error), "cannot open BPF object: %s", strerror(-err));
 		goto out_unload;
 	}
-	bpf_map__set_max_entries(s->skel->maps.flow_conns, cfg->flow_capacity);
+	/* --flow-capacity live connections in all: new ones in flow_hot while it has room */
+	hot = cfg->flow_capacity / 2 < FLOW_HOT_MAX ? cfg->flow_capacity / 2 : FLOW_HOT_MAX;
+	bpf_map__set_max_entries(s->skel->maps.flow_hot, hot);
+	bpf_map__set_max_entries(s->skel->maps.flow_conns, cfg->flow_capacity - hot);
 	bpf_map__set_max_entries(s->skel->maps.flow_dgram, cfg->flow_capacity / 4);
 	bpf_map__set_max_entries(s->skel->maps.flow_unix, cfg->flow_capacity / 4);
 	s->skel->rodata->netns_only = cfg->netns ? cfg->netns->ino : 0;
