@@ -163,9 +163,8 @@ static __always_inline unsigned long sock_flags(const struct sock *sk)
  */
 static __always_inline void tcp_counts(const struct tcp_sock *tp, __u64 *tx, __u64 *rx)
 {
-	__u64 done = sock_flags((const struct sock *)tp) >>
-			     bpf_core_enum_value(enum sock_flags, SOCK_DONE) &
-		     1;
+	unsigned long flags = sock_flags((const struct sock *)tp);
+	__u64 done = flags >> bpf_core_enum_value(enum sock_flags, SOCK_DONE) & 1;
 
 	*tx = tp->bytes_sent - tp->bytes_retrans;
 	*rx = tp->bytes_received - done;
@@ -207,8 +206,8 @@ static __always_inline bool netns_observed(const struct sock *sk)
  * The same reads for the programs that get the socket as a BTF pointer (tp_btf, the
  * iterator): direct loads, one instruction each, where a BPF_CORE_READ is a
  * bpf_probe_read_kernel call (~20-40 ns each on the machines of bench/results). The probe-read
- * flavours above stay for the syscall tracepoints of kernels before 6.3, whose socket comes
- * from a probe read.
+ * flavours (netns_observed, set_tuple) stay for UDP and unix sockets, which the syscall
+ * tracepoints of kernels before 6.3 reach through a probe read.
  */
 static __always_inline bool is_tcp_btf(const struct sock *sk)
 {
@@ -290,7 +289,14 @@ static __always_inline long conn_put(__u64 cookie, const struct flow_conn *v)
 	return err;
 }
 
-/* The connection's entry, created (zeroed) when absent; NULL and counted when the map is full. */
+/*
+ * The connection's entry, created (zeroed) when absent; NULL and counted when the map is full.
+ * For a socket older than the agent, or one whose insert found the maps full: two threads (or
+ * a thread and the iterator) may make its entry at once, so it goes into flow_conns only,
+ * where the second gets -EEXIST. (In flow_hot for one and flow_conns for the other, the two
+ * would each count part of it.) A new socket's entry is made only where the kernel holds the
+ * socket's lock: conn_insert.
+ */
 static __always_inline struct flow_conn *conn_get(__u64 cookie, bool *created)
 {
 	struct flow_conn *c = conn_lookup(cookie);
@@ -298,7 +304,7 @@ static __always_inline struct flow_conn *conn_get(__u64 cookie, bool *created)
 	*created = false;
 	if (c)
 		return c;
-	if (conn_put(cookie, &zero_conn) == 0)
+	if (bpf_map_update_elem(&flow_conns, &cookie, &zero_conn, BPF_NOEXIST) == 0)
 		*created = true;
 	c = conn_lookup(cookie);
 	if (!c)
@@ -307,10 +313,10 @@ static __always_inline struct flow_conn *conn_get(__u64 cookie, bool *created)
 }
 
 /*
- * A socket's entry, filled in by the caller, for a socket that has none as far as the caller
- * knows (no cookie yet, or looked up): one update and no lookup (conn_get's three hash
- * operations were a third of flow_state's time). false when the socket has an entry already
- * (the caller then looks it up); full maps are counted.
+ * A socket's entry, filled in by the caller (flow_state, under the socket's lock), for a
+ * socket that has none as far as the caller knows (no cookie yet, or looked up): one update
+ * and no lookup (conn_get's three hash operations were a third of flow_state's time). false
+ * when the socket has an entry already (the caller then looks it up); full maps are counted.
  */
 static __always_inline bool conn_insert(__u64 cookie, const struct flow_conn *v)
 {

@@ -623,7 +623,7 @@ static int handle_close(void *ctx, void *data, size_t len)
 	 * Paired or decided: nothing is left to wait for. Going now keeps the agent's table to
 	 * the connections still waiting for their peer (under churn, tens of thousands held for
 	 * FLOW_PAIR_HOLD_MS made the agent's working set megabytes, and cost the workload more
-	 * than the agent's CPU time: bench/results/flow.md). A closed peer paired now has its end
+	 * than the agent's CPU time: bench/results/README.md, flow). A closed peer paired now has its end
 	 * applied and goes too; a live one is applied at its reads and close as before. Not
 	 * while a read of the map is under way (flow_read): the event is sent just before the
 	 * entry is deleted, so the read may still find it, and the closed track, held, makes
@@ -939,8 +939,9 @@ static int read_tcp(void *ctx, const void *k, const void *v)
 		return 0; /* closed: a later entry of the same socket (TCP_CLOSE ends) */
 	if (s->reading_big && t->read_gen == s->read_gen) {
 		/*
-		 * In flow_hot too: two CPUs made the socket's entry at once while flow_hot had one
-		 * place left. The programs use flow_hot's; this one only grows stale.
+		 * In flow_hot too: not made so by the programs (conn_get puts the entries that two
+		 * CPUs may make at once in flow_conns only); if it ever is, the programs use
+		 * flow_hot's and this one would only grow stale.
 		 */
 		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.flow_conns), k);
 		return 0;
