@@ -279,23 +279,12 @@ static __always_inline struct flow_conn *conn_lookup(__u64 cookie)
 	return c ? c : bpf_map_lookup_elem(&flow_conns, &cookie);
 }
 
-/* A new entry: in flow_hot while it has room (-E2BIG: full), else in flow_conns. */
-static __always_inline long conn_put(__u64 cookie, const struct flow_conn *v)
-{
-	long err = bpf_map_update_elem(&flow_hot, &cookie, v, BPF_NOEXIST);
-
-	if (err == -E2BIG)
-		err = bpf_map_update_elem(&flow_conns, &cookie, v, BPF_NOEXIST);
-	return err;
-}
-
 /*
  * The connection's entry, created (zeroed) when absent; NULL and counted when the map is full.
- * For a socket older than the agent, or one whose insert found the maps full: two threads (or
- * a thread and the iterator) may make its entry at once, so it goes into flow_conns only,
- * where the second gets -EEXIST. (In flow_hot for one and flow_conns for the other, the two
- * would each count part of it.) A new socket's entry is made only where the kernel holds the
- * socket's lock: conn_insert.
+ * For a socket older than the agent, or one whose insert found the maps full: two CPUs (a
+ * send and a receive, or one and the iterator) may make its entry at once, so it goes into
+ * flow_conns only, where the second gets -EEXIST. (In flow_hot for one and flow_conns for the
+ * other, each would count part of the connection.)
  */
 static __always_inline struct flow_conn *conn_get(__u64 cookie, bool *created)
 {
@@ -313,15 +302,23 @@ static __always_inline struct flow_conn *conn_get(__u64 cookie, bool *created)
 }
 
 /*
- * A socket's entry, filled in by the caller (flow_state, under the socket's lock), for a
- * socket that has none as far as the caller knows (no cookie yet, or looked up): one update
- * and no lookup (conn_get's three hash operations were a third of flow_state's time). false
- * when the socket has an entry already (the caller then looks it up); full maps are counted.
+ * A socket's entry, filled in by flow_state, for a socket that has none as far as it knows:
+ * one update and no lookup (conn_get's three hash operations were a third of flow_state's
+ * time). Fresh (no cookie before this event: a socket in connect() or a child socket just
+ * established, which no other program can be making an entry for): in flow_hot while it has
+ * room (-E2BIG: full), else in flow_conns; any other socket in flow_conns, as conn_get does.
+ * false when the socket has an entry already (the caller then looks it up); full maps are
+ * counted.
  */
-static __always_inline bool conn_insert(__u64 cookie, const struct flow_conn *v)
+static __always_inline bool conn_insert(__u64 cookie, const struct flow_conn *v, bool fresh)
 {
-	long err = conn_put(cookie, v);
+	long err = -E2BIG;
 
+	if (fresh)
+		err = bpf_map_update_elem(&flow_hot, &cookie, v, BPF_NOEXIST);
+	/* flow_hot full: -E2BIG on 6.12 and 6.18; 6.1 answered otherwise for one end in two */
+	if (err && err != -EEXIST)
+		err = bpf_map_update_elem(&flow_conns, &cookie, v, BPF_NOEXIST);
 	if (err == -EEXIST)
 		return false;
 	if (err)
@@ -410,7 +407,7 @@ int BPF_PROG(flow_state, const struct sock *sk, const int oldstate, const int ne
 		if (!c) {
 			set_owner(&v);
 			v.role = FLOW_ROLE_CLIENT;
-			if (conn_insert(cookie, &v))
+			if (conn_insert(cookie, &v, fresh))
 				return 0;
 			c = conn_lookup(cookie);
 		}
@@ -426,7 +423,7 @@ int BPF_PROG(flow_state, const struct sock *sk, const int oldstate, const int ne
 		c = fresh ? NULL : conn_lookup(cookie);
 		if (!c) {
 			conn_established(&v, sk, role);
-			if (conn_insert(cookie, &v))
+			if (conn_insert(cookie, &v, fresh))
 				return 0;
 			c = conn_lookup(cookie);
 		}
@@ -841,7 +838,7 @@ int flow_exit_recvmsg(struct syscall_exit_ctx *ctx)
 
 /*
  * Once at start, in the agent's network namespace: listening ports, and connections that were
- * established before the agent (entered into flow_hot or flow_conns: counted from now on).
+ * established before the agent (entered into flow_conns: counted from now on).
  */
 SEC("iter/tcp")
 int flow_discover(struct bpf_iter__tcp *ctx)

@@ -209,7 +209,6 @@ struct flow_state {
 	int baselines_fd; /* --pin: DIR/flow_baselines, or -1 */
 	struct hashtab restored; /* flow_restored, by key; until the first read is done */
 	bool reading; /* flow_read's drain and map reads: closed tracks are held */
-	bool reading_big; /* reading flow_conns, after flow_hot */
 	uint64_t now_ms; /* monotonic_ms() at the drain or read under way (one clock read each) */
 	size_t nrestored;
 };
@@ -629,11 +628,10 @@ static int handle_close(void *ctx, void *data, size_t len)
 	 * entry is deleted, so the read may still find it, and the closed track, held, makes
 	 * read_tcp ignore it instead of counting a new connection.
 	 */
-	if (r && r->closed && !s->reading) {
+	if (r && r->closed) {
 		end_apply(s, r, t->closed_ms);
-		track_drop(s, r);
-	} else if (r && r->closed) {
-		end_apply(s, r, t->closed_ms);
+		if (!s->reading)
+			track_drop(s, r);
 	}
 	if (t->peer_decided && !s->reading)
 		track_drop(s, t);
@@ -937,15 +935,6 @@ static int read_tcp(void *ctx, const void *k, const void *v)
 	t = track_get(s, &key, c);
 	if (!t || t->closed)
 		return 0; /* closed: a later entry of the same socket (TCP_CLOSE ends) */
-	if (s->reading_big && t->read_gen == s->read_gen) {
-		/*
-		 * In flow_hot too: not made so by the programs (conn_get puts the entries that two
-		 * CPUs may make at once in flow_conns only); if it ever is, the programs use
-		 * flow_hot's and this one would only grow stale.
-		 */
-		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.flow_conns), k);
-		return 0;
-	}
 	t->read_gen = s->read_gen;
 	track_apply(s, t, c, false);
 	return 0;
@@ -1030,9 +1019,7 @@ static void flow_read(struct flow_state *s)
 		flow_iterate_all(s, monotonic_ms());
 	s->read_gen++;
 	s->in_map = entries_read(s->skel->maps.flow_hot, read_tcp, s, &ok);
-	s->reading_big = true;
 	s->in_map += entries_read(s->skel->maps.flow_conns, read_tcp, s, &ok);
-	s->reading_big = false;
 	if (s->dgram_on)
 		s->in_dgram = entries_read(s->skel->maps.flow_dgram, read_dgram, s, &ok);
 	if (s->unix_on)

@@ -383,6 +383,43 @@ def test_full_map_counted(cleanup):
     agent.stop()
 
 
+def test_past_flow_hot(cleanup):
+    """Connections past flow_hot (min(4096, capacity / 2) entries) go to flow_conns and count as
+    exactly: --flow-capacity 64 puts the first 32 sockets in flow_hot, the other 16 of 24 open
+    connections' 48 in flow_conns; none lost."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/spill-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/spill-cli")
+    agent = Agent(cleanup, "--modules", "flow", "--flow-capacity", "64", wait_for_module=False)
+    settle(agent, lambda m: value(m, "plumb_module_up", module="flow") == 1)
+    port = free_port()
+    server(cleanup, cgs, "127.0.0.1", port, 777)
+    holds = []
+    for _ in range(24):
+        h = start(cleanup, cgc, "hold", "127.0.0.1", port)
+        expect_line(h, "connected")
+        h.stdin.write("send 5000\n")
+        h.stdin.flush()
+        expect_line(h, "done")
+        holds.append(h)
+    # live, all 24 open (the server reads them one at a time: only the client side is read yet)
+    m = settle(agent, lambda m: flow(m, cli, "client", port, "tx") == 24 * 5000)
+    tx, conns = flow(m, cli, "client", port, "tx"), flow(m, cli, "client", port)
+    entries = value(m, "plumb_map_entries", module="flow", map="flow_conns")
+    lost = value(m, "plumb_events_lost_total", module="flow", reason="conns_full")
+    state = f"client tx {tx}, {conns} connections, {entries} entries, {lost} lost"
+    assert tx == 24 * 5000, f"client tx while open: {state}"
+    assert conns == 24, f"24 open client connections: {state}"
+    assert entries >= 48, f"48 sockets followed: {state}"
+    for h in holds:  # in connection order, the server's order
+        h.stdin.write("close\n")
+        h.stdin.flush()
+        expect_line(h, "done")
+    check_pair(agent, cli, srv, port, 24, 5000, 777)
+    m = agent.metrics()
+    assert value(m, "plumb_events_lost_total", module="flow", reason="conns_full") == 0
+    agent.stop()
+
+
 DGRAM_UNIX_FLOOD = """
 import socket
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -461,6 +498,7 @@ def main():
         agent.stop()
         runner.run("flow: connections only", test_connections_only, cleanup)
         runner.run("flow: removed cgroup kept for the grace period", test_cgroup_grace, cleanup)
+        runner.run("flow: connections past flow_hot, exact", test_past_flow_hot, cleanup)
         runner.run("flow: a full map counts what it loses", test_full_map_counted, cleanup)
         runner.run("flow: full UDP and unix maps count what they lose",
                    test_dgram_unix_full_counted, cleanup)
