@@ -29,6 +29,7 @@
 #include <bpf/bpf_core_read.h>
 #include "flow.h"
 #include "gate.bpf.h"
+#include "task.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -252,7 +253,7 @@ static __always_inline void set_tuple_btf(struct flow_conn *c, const struct sock
 static __always_inline void set_owner(struct flow_conn *c)
 {
 	c->tgid = bpf_get_current_pid_tgid() >> 32;
-	c->cgroup_id = bpf_get_current_cgroup_id();
+	c->cgroup_id = task_cgroup_id(bpf_get_current_task_btf());
 	bpf_get_current_comm(c->comm, sizeof(c->comm));
 }
 

@@ -149,17 +149,6 @@ static __always_inline struct io_stats *stats_for(__u64 cgroup_id, __u32 mnt_id)
 	return bpf_map_lookup_elem(&io_stats, &key);
 }
 
-/*
- * 6.2+: a typed, read-only view of a pointer read from memory, so the file's inode and mount
- * are plain loads instead of bpf_probe_read_kernel() calls (measured: ~30-45 ns less per
- * counted call, bench/hotpath.c). Where the kernel lacks it (6.1) libbpf resolves the weak
- * symbol to 0, the verifier drops the branch, and the probe reads remain.
- */
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
-#ifndef bpf_ksym_exists /* libbpf 1.2+ */
-#define bpf_ksym_exists(sym) (!!(sym))
-#endif
-
 static __always_inline __u32 vfsmount_id(struct vfsmount *vfsmnt)
 {
 	struct mount *mnt = (void *)vfsmnt - bpf_core_field_offset(struct mount, mnt);
@@ -307,7 +296,7 @@ static __always_inline int rw_exit(struct syscall_exit_ctx *ctx, int dir)
 		return 0; /* closed by another thread since: nothing to attribute */
 	}
 
-	s = stats_for(bpf_get_current_cgroup_id(), mnt_id);
+	s = stats_for(task_cgroup_id(task), mnt_id);
 	if (!s)
 		return 0;
 	s->calls[dir]++;
@@ -348,7 +337,7 @@ static __always_inline int lookup_start(struct task_struct *task, long dirfd, ch
 
 static __always_inline void count_op(__u32 mnt_id, int op, long ret)
 {
-	struct io_stats *s = stats_for(bpf_get_current_cgroup_id(), mnt_id);
+	struct io_stats *s = stats_for(task_cgroup_id(bpf_get_current_task_btf()), mnt_id);
 
 	if (!s || op < 0 || op >= IO_OPS)
 		return;

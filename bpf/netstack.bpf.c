@@ -452,7 +452,7 @@ int BPF_PROG(ns_sendmsg, struct sock *sk, struct msghdr *msg, struct sk_buff *sk
 		fresh.ts[0] = now;
 		fresh.seq[0] = seq;
 		fresh.n = 1;
-		fresh.cgroup = bpf_get_current_cgroup_id();
+		fresh.cgroup = task_cgroup_id(bpf_get_current_task_btf());
 		fresh.last_msg = (__u64)msg;
 		fresh.last_seq = seq;
 		lru_insert(&ns_sends, NS_MAP_SENDS, &key, &fresh);
@@ -469,7 +469,7 @@ int BPF_PROG(ns_sendmsg, struct sock *sk, struct msghdr *msg, struct sk_buff *sk
 		count_lost(NS_LOST_SEND_SLOTS); /* and pays no cgroup read */
 		return 0;
 	}
-	snd->cgroup = bpf_get_current_cgroup_id();
+	snd->cgroup = task_cgroup_id(bpf_get_current_task_btf());
 	snd->ts[n] = now;
 	snd->seq[n] = seq;
 	snd->n = n + 1;
@@ -907,7 +907,7 @@ int BPF_PROG(ns_recv_length, struct sock *sk, int ret, int flags)
 			now = bpf_ktime_get_ns();
 		if (now > w->ts[i] && now - w->ts[i] <= NETSTACK_QUEUE_MAX_AGE_NS)
 			hist_add_at(w->netns[i], w->ifindex[i], NS_SOCKET,
-				    bpf_get_current_cgroup_id(), now - w->ts[i]);
+				    task_cgroup_id(bpf_get_current_task_btf()), now - w->ts[i]);
 		else
 			count_lost(NS_LOST_UNMATCHED); /* longer than the histograms reach */
 		done++; /* only the oldest can be read: the queue is in order */
@@ -955,7 +955,8 @@ int BPF_PROG(ns_copy, struct sk_buff *skb, int len)
 		if (copied + len - r->seq[i] <= NETSTACK_RECV_REACH && now > r->ts[i] &&
 		    now - r->ts[i] <= NETSTACK_QUEUE_MAX_AGE_NS)
 			hist_add_w(r->netns[i], r->ifindex[i], NS_SOCKET,
-				   bpf_get_current_cgroup_id(), now - r->ts[i], r->weight[i]);
+				   task_cgroup_id(bpf_get_current_task_btf()), now - r->ts[i],
+				   r->weight[i]);
 		else
 			count_lost_n(NS_LOST_UNMATCHED, r->weight[i]);
 		done++;
