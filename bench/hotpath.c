@@ -112,7 +112,15 @@ static int subject_load(struct subject *sub, int floor, int latency, unsigned in
 		bpf_object__for_each_program (p, obj)
 			if (!strncmp(bpf_program__name(p), "enter_", 6))
 				bpf_program__set_autoload(p, false);
-	return floor ? floor_bpf__load(sub->floor) : io_bpf__load(sub->io);
+	if (floor)
+		return floor_bpf__load(sub->floor);
+	if (io_bpf__load(sub->io))
+		return -1;
+	/* every slot free, as the agent leaves them at load (src/modules/io.c) */
+	for (__u32 slot = 0; slot < bpf_map__max_entries(sub->io->maps.io_free); slot++)
+		if (bpf_map_update_elem(bpf_map__fd(sub->io->maps.io_free), NULL, &slot, BPF_ANY))
+			return -1;
+	return 0;
 }
 
 static struct bpf_object *subject_obj(struct subject *sub)

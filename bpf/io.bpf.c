@@ -5,10 +5,12 @@
  *
  * Hot path (see DESIGN.md "The hot path"; measured by bench/hotpath.c): the exit program
  * does the work. It reads the fd from the saved user registers (bpf_task_pt_regs) instead of
- * carrying it from enter to exit in a map, resolves fd -> file -> mount with one probe read
- * plus a few BTF loads, and adds into a per-CPU hash without atomics. The enter programs exist
- * only for the latency histogram: they time a random one in latency_sample_period calls, in
- * task-local storage.
+ * carrying it from enter to exit in a map, resolves fd -> file -> mount and the task's cgroup
+ * by plain loads (6.2+; 6.1 keeps a probe read for the file), and adds into per-CPU counts
+ * without atomics, found through a per-CPU memory of the last key (stats_for). Helper calls
+ * are what it avoids: each cost 15-60 ns on the AMD hosts, whose kernel returns through a
+ * mitigation thunk (bench/results/hotpath.md). The enter programs exist only for the latency
+ * histogram: they time a random one in latency_sample_period calls, in task-local storage.
  *
  * Why per-syscall tracepoints and not one tp_btf program on raw sys_enter/sys_exit: the raw
  * tracepoint runs BPF on every syscall of the host, and measured here that costs ~140 ns on
@@ -49,12 +51,49 @@ const volatile bool args_at_enter = false;
 #define ERESTARTSYS	      512
 #define ERESTART_RESTARTBLOCK 516
 
+/*
+ * The counts live in a per-CPU array, one slot per (cgroup, mount) key; io_slots says which
+ * key has which slot, and io_free holds the slots no key has (user space fills it at load and
+ * gives a slot back, zeroed, when it removes a gone cgroup's key). Each CPU remembers the
+ * last key it counted and its slot (io_cache): consecutive calls of one workload on one
+ * mount, the common case, find their counts with two inlined array lookups and no hash
+ * lookup, which measured ~45 ns per call (bench/results/hotpath.md). A remembered slot is
+ * never wrong: keys are removed only for cgroups gone for the grace period (their ids are
+ * never reused, so no event names them again), and only then does their slot go back.
+ * All three are sized to --io-capacity before load.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 4096); /* resized to --io-capacity before load */
-	__type(key, struct io_key);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
 	__type(value, struct io_stats);
 } io_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct io_key);
+	__type(value, __u32);
+} io_slots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_QUEUE);
+	__uint(max_entries, 4096);
+	__type(value, __u32);
+} io_free SEC(".maps");
+
+struct io_cached {
+	__u64 cgroup_id;
+	__u32 mnt_id;
+	__u32 slot1; /* slot + 1; 0: nothing remembered yet */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct io_cached);
+} io_cache SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -92,9 +131,6 @@ struct {
 	__type(key, int);
 	__type(value, struct syscall_start);
 } io_start SEC(".maps");
-
-/* Zeroed value to create entries from: struct io_stats is larger than the BPF stack. */
-static struct io_stats zero_stats;
 
 /* Layouts of the syscalls/sys_{enter,exit}_* tracepoints (their format files). */
 struct syscall_enter_ctx {
@@ -135,18 +171,35 @@ static __always_inline void count_lost(__u32 reason)
 static __always_inline struct io_stats *stats_for(__u64 cgroup_id, __u32 mnt_id)
 {
 	struct io_key key = { .cgroup_id = cgroup_id, .mnt_id = mnt_id };
-	struct io_stats *s;
+	__u32 zero = 0, slot, *found;
+	struct io_cached *c = bpf_map_lookup_elem(&io_cache, &zero);
 
-	s = bpf_map_lookup_elem(&io_stats, &key);
-	if (s)
-		return s;
-	/* -EEXIST means another CPU created it first; any other failure is a full map. */
-	if (bpf_map_update_elem(&io_stats, &key, &zero_stats, BPF_NOEXIST) &&
-	    !bpf_map_lookup_elem(&io_stats, &key)) {
-		count_lost(IO_LOST_STATS_MAP_FULL);
-		return NULL;
+	if (c && c->slot1 && c->cgroup_id == cgroup_id && c->mnt_id == mnt_id) {
+		slot = c->slot1 - 1;
+		return bpf_map_lookup_elem(&io_stats, &slot);
 	}
-	return bpf_map_lookup_elem(&io_stats, &key);
+	found = bpf_map_lookup_elem(&io_slots, &key);
+	if (found) {
+		slot = *found;
+	} else if (bpf_map_pop_elem(&io_free, &slot)) {
+		count_lost(IO_LOST_STATS_MAP_FULL); /* every slot has a key */
+		return NULL;
+	} else if (bpf_map_update_elem(&io_slots, &key, &slot, BPF_NOEXIST)) {
+		/* another CPU gave the key a slot first (-EEXIST): this one goes back, unused */
+		bpf_map_push_elem(&io_free, &slot, 0);
+		found = bpf_map_lookup_elem(&io_slots, &key);
+		if (!found) {
+			count_lost(IO_LOST_STATS_MAP_FULL);
+			return NULL;
+		}
+		slot = *found;
+	}
+	if (c) {
+		c->cgroup_id = cgroup_id;
+		c->mnt_id = mnt_id;
+		c->slot1 = slot + 1;
+	}
+	return bpf_map_lookup_elem(&io_stats, &slot);
 }
 
 static __always_inline __u32 vfsmount_id(struct vfsmount *vfsmnt)
@@ -285,7 +338,6 @@ static __always_inline int rw_exit(struct syscall_exit_ctx *ctx, int dir)
 	}
 	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
 		return 0; /* not finished: the kernel restarts it or turns it into EINTR */
-
 	file = fd_to_file(task, fd);
 	if (file) {
 		type = file_mode_type(file);
@@ -295,7 +347,6 @@ static __always_inline int rw_exit(struct syscall_exit_ctx *ctx, int dir)
 	} else if (ret >= 0) {
 		return 0; /* closed by another thread since: nothing to attribute */
 	}
-
 	s = stats_for(task_cgroup_id(task), mnt_id);
 	if (!s)
 		return 0;

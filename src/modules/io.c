@@ -52,6 +52,8 @@ struct io_entry {
 	char fstype[32];
 	uint64_t gone_since_ms; /* when its cgroup was first seen removed; 0 while it exists */
 	uint64_t first_seen_ms;
+	uint32_t slot; /* its counts' index in io_stats, when in_map */
+	bool in_map; /* io_slots held the key at the last read */
 };
 
 struct io_state {
@@ -65,6 +67,8 @@ struct io_state {
 	unsigned int grace_s;
 	uint32_t capacity;
 	uint64_t in_map; /* keys in the kernel map at the last read */
+	struct io_stats
+		*percpu; /* one io_stats slot's values, ncpus of them; zeroed to give back */
 	uint64_t last_expiry_ms;
 	uint64_t unresolved_paths, entries_full;
 	struct adopt adopt; /* --pin: the maps and links over a restart */
@@ -222,7 +226,7 @@ static void stats_add(struct io_stats *dst, const struct io_stats *src)
 static int read_entry(void *ctx, const void *key, const void *value)
 {
 	struct io_state *s = ctx;
-	const struct io_stats *percpu = value;
+	uint32_t slot = *(const uint32_t *)value;
 	struct io_entry *e;
 
 	s->in_map++;
@@ -231,17 +235,21 @@ static int read_entry(void *ctx, const void *key, const void *value)
 		s->entries_full++; /* counted again at each read while it lasts */
 		return 0;
 	}
+	e->slot = slot;
+	e->in_map = true;
+	if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.io_stats), &slot, s->percpu))
+		return 0; /* keeps the last read's counts */
 	memset(&e->kernel, 0, sizeof(e->kernel));
 	for (int cpu = 0; cpu < s->ncpus; cpu++)
-		stats_add(&e->kernel, &percpu[cpu]);
+		stats_add(&e->kernel, &s->percpu[cpu]);
 	return 0;
 }
 
-/* Copy the BPF map into the entries, summing the CPUs. */
+/* Copy the BPF counts into the entries, summing the CPUs: every key's slot. */
 static void read_map(struct io_state *s)
 {
 	s->in_map = 0;
-	map_read_all(s->skel->maps.io_stats, read_entry, s);
+	map_read_all(s->skel->maps.io_slots, read_entry, s);
 }
 
 static void resolve_entry(struct io_state *s, struct io_entry *e)
@@ -266,6 +274,19 @@ static void resolve_entry(struct io_state *s, struct io_entry *e)
 	}
 }
 
+/*
+ * A removed key's slot, zeroed, for the next new key (bpf/io.bpf.c, io_slots). Nothing counts
+ * into it meanwhile: its cgroup is gone and its id is never used again. A slot that cannot be
+ * zeroed is not given back (a smaller capacity, never a wrong count).
+ */
+static void slot_give_back(struct io_state *s, uint32_t slot)
+{
+	memset(s->percpu, 0, s->ncpus * sizeof(*s->percpu));
+	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.io_stats), &slot, s->percpu, BPF_ANY))
+		return;
+	bpf_map_update_elem(bpf_map__fd(s->skel->maps.io_free), NULL, &slot, BPF_ANY);
+}
+
 /* Remove a cgroup's entries grace_s after the cgroup itself is gone. */
 static int expire_entry(struct io_state *s, struct io_entry *e, int cgroup_exists, uint64_t now_ms)
 {
@@ -275,7 +296,8 @@ static int expire_entry(struct io_state *s, struct io_entry *e, int cgroup_exist
 	}
 	if (!grace_over(&e->gone_since_ms, now_ms, s->grace_s))
 		return 0;
-	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.io_stats), &e->key);
+	if (e->in_map && !bpf_map_delete_elem(bpf_map__fd(s->skel->maps.io_slots), &e->key))
+		slot_give_back(s, e->slot);
 	return 1;
 }
 
@@ -617,6 +639,7 @@ static void io_unload(struct plumb_module *m)
 	cgroup_cache_free(s->cgroups);
 	mount_cache_free(s->mounts);
 	tdestroy(s->entries, free_entry);
+	free(s->percpu);
 	free(s);
 	m->priv = NULL;
 }
@@ -780,7 +803,15 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 		snprintf(m->error, sizeof(m->error), "cannot open BPF object: %s", strerror(-err));
 		goto out_unload;
 	}
+	s->percpu = calloc(s->ncpus, sizeof(*s->percpu));
+	if (!s->percpu) {
+		err = -ENOMEM;
+		snprintf(m->error, sizeof(m->error), "out of memory");
+		goto out_unload;
+	}
 	bpf_map__set_max_entries(s->skel->maps.io_stats, s->capacity);
+	bpf_map__set_max_entries(s->skel->maps.io_slots, s->capacity);
+	bpf_map__set_max_entries(s->skel->maps.io_free, s->capacity);
 	err = io_choose(m, s, cfg);
 	if (err)
 		goto out_unload;
@@ -794,6 +825,15 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 		snprintf(m->error, sizeof(m->error), "cannot load BPF programs: %s",
 			 strerror(-err));
 		goto out_unload;
+	}
+	/* every slot free, in order (adopted maps keep the last agent's) */
+	for (uint32_t slot = 0; !s->adopt.adopted && slot < s->capacity; slot++) {
+		if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.io_free), NULL, &slot, BPF_ANY)) {
+			err = -errno;
+			snprintf(m->error, sizeof(m->error), "cannot fill io_free: %s",
+				 strerror(-err));
+			goto out_unload;
+		}
 	}
 	err = io_bpf__attach(s->skel);
 	if (err) {

@@ -205,6 +205,40 @@ def test_map_full_counted(world, agent, cleanup):
     small.stop()
 
 
+def test_slots_reused(world, agent, cleanup):
+    """A removed cgroup's keys give their slots back, zeroed: once the map has been full, new
+    cgroups still count, and exactly (bpf/io.bpf.c, io_slots and io_free)."""
+    small = Agent(cleanup, "--io-capacity", "16", "--cgroup-grace", "1")
+    base = f"plumb-it-{os.getpid()}/reuse"
+    old = [make_cgroup(cleanup, f"{base}/old-{i}") for i in range(10)]
+    for i, (cg, _) in enumerate(old):
+        iowork(cg, f"write:{world.tmpfs}/reuse-old-{i}:100000:1000")
+    m = small.metrics()
+    assert value(m, "plumb_map_entries", module="io", map="io_stats") == 16, "not full"
+    for cg, _ in old:
+        os.rmdir(cg)
+    labels = [label for _, label in old]
+    m = settle(small, lambda m: not any(select(m, "plumb_io_write_calls_total", cgroup=label)
+                                        for label in labels), 15)
+    assert not any(select(m, "plumb_io_write_calls_total", cgroup=label) for label in labels), \
+        "the removed cgroups' keys are still there after their grace"
+    lost = value(m, "plumb_events_lost_total", module="io", reason="stats_map_full")
+    new = [make_cgroup(cleanup, f"{base}/new-{i}") for i in range(4)]
+    for i, (cg, _) in enumerate(new):
+        iowork(cg, f"write:{world.tmpfs}/reuse-new-{i}:{5000 * (i + 1)}:1000")
+    want = {label: (5000 * (i + 1), 5 * (i + 1)) for i, (_, label) in enumerate(new)}
+
+    def got(m):
+        return {label: (value(m, "plumb_io_write_bytes_total", cgroup=label, mount=world.tmpfs),
+                        value(m, "plumb_io_write_calls_total", cgroup=label, mount=world.tmpfs))
+                for label in want}
+    m = settle(small, lambda m: got(m) == want)
+    assert got(m) == want, f"new cgroups in reused slots: want {want}, got {got(m)}"
+    assert value(m, "plumb_events_lost_total", module="io", reason="stats_map_full") == lost, \
+        "new cgroups lost events with slots given back"
+    small.stop()
+
+
 def test_workload_labels(world, agent, cleanup):
     """The agent names workloads from real cgroup paths (SLURM v2, Kubernetes systemd driver)."""
     pid = os.getpid()
@@ -589,6 +623,7 @@ def main():
                          ("io: a 20 ms read in the right latency bucket", test_latency_value),
                          ("io: latency sampling", test_latency_sampling),
                          ("io: a full map counts what it loses", test_map_full_counted),
+                         ("io: slots of removed cgroups reused, zeroed", test_slots_reused),
                          ("io: path operations on the mount they touched", test_path_ops),
                          ("io: a mount made after the agent started", test_new_mount),
                          ("io: removed cgroup kept for the grace period", test_cgroup_grace),
