@@ -721,34 +721,34 @@ struct syscall_exit_ctx {
  * ESTABLISHED (bpf_get_socket_cookie), so it is read from the socket here: syscall
  * tracepoint programs have no cookie helper.
  */
-/* The current task's open file fd, or NULL. */
-static __always_inline struct file *fd_file(long fd)
+/*
+ * The cookie of the socket behind an open file: plain loads where bpf_rdonly_cast() exists
+ * (6.2+, bpf/task.bpf.h), probe reads before.
+ */
+static __always_inline __u64 file_sock_cookie(struct file *file)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct fdtable *fdt = task->files->fdt;
-	struct file *file = NULL, **fds;
+	struct socket *sock;
 
-	if (fd < 0 || fd >= fdt->max_fds)
-		return NULL;
-	fds = fdt->fd;
-	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
-	return file;
+	if (bpf_ksym_exists(bpf_rdonly_cast)) {
+		sock = bpf_rdonly_cast(file->private_data, bpf_core_type_id_kernel(struct socket));
+		return sock->sk->__sk_common.skc_cookie.counter;
+	}
+	sock = BPF_CORE_READ(file, private_data);
+	return BPF_CORE_READ(sock, sk, __sk_common.skc_cookie.counter);
 }
 
 static __always_inline int accept_exit(struct syscall_exit_ctx *ctx)
 {
 	struct file *file;
-	struct socket *sock;
 	struct flow_conn *c;
 	__u64 cookie;
 
 	if (!gate_open())
 		return 0;
-	file = fd_file(ctx->ret);
+	file = fd_to_file(bpf_get_current_task_btf(), ctx->ret);
 	if (!file)
 		return 0;
-	sock = BPF_CORE_READ(file, private_data);
-	cookie = BPF_CORE_READ(sock, sk, __sk_common.skc_cookie.counter);
+	cookie = file_sock_cookie(file);
 	if (!cookie)
 		return 0;
 	c = conn_lookup(cookie);
@@ -796,7 +796,7 @@ static __always_inline int sock_syscall_exit(struct syscall_exit_ctx *ctx, bool 
 		return 0;
 	if (flags_arg == 4 && BPF_CORE_READ(regs, r10) & MSG_PEEK)
 		return 0;
-	file = fd_file(BPF_CORE_READ(regs, di));
+	file = fd_to_file(bpf_get_current_task_btf(), BPF_CORE_READ(regs, di));
 	if (!file || (BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT) != S_IFSOCK)
 		return 0;
 	sock = BPF_CORE_READ(file, private_data);

@@ -107,6 +107,14 @@ struct {
 	__uint(max_entries, 4 * 1024 * 1024); /* >= 14,000 events between two drains */
 } io_path_events SEC(".maps");
 
+/* The enter programs' random draws: one xorshift64 state per CPU (latency_sampled). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} io_rng SEC(".maps");
+
 /* Where a path operation is read and examined before it is known to need the ring buffer. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -242,9 +250,28 @@ static __always_inline __u32 latency_bucket(__u64 ns)
  */
 static __always_inline bool latency_sampled(void)
 {
+	__u32 zero = 0;
+	__u64 *rng, x;
+
 	if (!latency_enabled)
 		return false;
-	return latency_sample_period <= 1 || !(bpf_get_prandom_u32() & (latency_sample_period - 1));
+	if (latency_sample_period <= 1)
+		return true;
+	/*
+	 * A xorshift64 generator per CPU, seeded once from bpf_get_prandom_u32(): the helper
+	 * call on every enter cost more than the draw itself (bench/results/hotpath.md).
+	 */
+	rng = bpf_map_lookup_elem(&io_rng, &zero);
+	if (!rng)
+		return !(bpf_get_prandom_u32() & (latency_sample_period - 1));
+	x = *rng;
+	if (!x)
+		x = (__u64)bpf_get_prandom_u32() << 32 | bpf_get_prandom_u32() | 1;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	*rng = x;
+	return !((x >> 32) & (latency_sample_period - 1));
 }
 
 static __always_inline int syscall_enter(struct syscall_enter_ctx *ctx, int nargs)
