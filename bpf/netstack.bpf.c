@@ -187,7 +187,14 @@ static __always_inline __u64 headers_hash(struct sk_buff *skb)
 	__u64 f = 0, id = 0;
 	__u8 l4proto;
 
-	if (proto == ETH_P_IP) {
+	if (proto == ETH_P_IP && bpf_ksym_exists(bpf_rdonly_cast)) {
+		struct iphdr *ip =
+			bpf_rdonly_cast(head + nh, bpf_core_type_id_kernel(struct iphdr));
+
+		f = mix(mix(ip->saddr, ip->daddr), ip->protocol);
+		id = ip->id;
+		l4proto = ip->protocol;
+	} else if (proto == ETH_P_IP) {
 		struct iphdr ip;
 
 		if (bpf_probe_read_kernel(&ip, sizeof(ip), head + nh))
@@ -195,6 +202,16 @@ static __always_inline __u64 headers_hash(struct sk_buff *skb)
 		f = mix(mix(ip.saddr, ip.daddr), ip.protocol);
 		id = ip.id;
 		l4proto = ip.protocol;
+	} else if (proto == ETH_P_IPV6 && bpf_ksym_exists(bpf_rdonly_cast)) {
+		struct ipv6hdr *ip6 =
+			bpf_rdonly_cast(head + nh, bpf_core_type_id_kernel(struct ipv6hdr));
+
+		f = mix(mix(mix(mix(ip6->saddr.in6_u.u6_addr32[2], ip6->saddr.in6_u.u6_addr32[3]),
+				ip6->daddr.in6_u.u6_addr32[2]),
+			    ip6->daddr.in6_u.u6_addr32[3]),
+			ip6->nexthdr);
+		id = ip6->payload_len;
+		l4proto = ip6->nexthdr;
 	} else if (proto == ETH_P_IPV6) {
 		struct ipv6hdr ip6;
 
@@ -209,9 +226,20 @@ static __always_inline __u64 headers_hash(struct sk_buff *skb)
 	} else {
 		return 0;
 	}
-	if ((l4proto == IPPROTO_TCP || l4proto == IPPROTO_UDP) && th != (__u16)~0U &&
-	    !bpf_probe_read_kernel(l4, sizeof(l4), head + th))
+	if ((l4proto != IPPROTO_TCP && l4proto != IPPROTO_UDP) || th == (__u16)~0U)
+		return mix(mix(f, id), 0) | 1;
+	if (bpf_ksym_exists(bpf_rdonly_cast)) {
+		/* the same 8 bytes as the probe read's two words: ports, then sequence or
+		 * length and checksum (a UDP header read as TCP's first eight bytes) */
+		struct tcphdr *t =
+			bpf_rdonly_cast(head + th, bpf_core_type_id_kernel(struct tcphdr));
+
+		l4[0] = t->source | (__u32)t->dest << 16;
+		l4[1] = t->seq;
 		f = mix(f, l4[0]);
+	} else if (!bpf_probe_read_kernel(l4, sizeof(l4), head + th)) {
+		f = mix(f, l4[0]);
+	}
 	return mix(mix(f, id), l4[1]) | 1; /* never 0 */
 }
 
@@ -754,18 +782,31 @@ int BPF_PROG(ns_probe, struct sock *sk, struct sk_buff *skb)
 	struct netstack_recv *r, fresh = {};
 	struct netstack_pkt *p;
 	struct tcp_skb_cb *tcb = (struct tcp_skb_cb *)&skb->cb;
-	__u32 cb[2]; /* TCP_SKB_CB(skb): seq, end_seq */
+	__u32 cb[2], rcv_nxt; /* TCP_SKB_CB(skb): seq, end_seq */
 	__u8 flags;
 
 	p = pkt_find(skb, true, &now);
 	if (!p || p->stage != NS_ST_RECEIVE)
 		return 0;
 	segment(p, NS_PROTOCOL, now, NS_ST_PROBE);
-	flags = BPF_CORE_READ(tcb, tcp_flags);
-	if (bpf_probe_read_kernel(cb, sizeof(cb), tcb) ||
-	    cb[1] - cb[0] <= !!(flags & TCPHDR_FIN) + !!(flags & TCPHDR_SYN))
+	if (bpf_ksym_exists(bpf_rdonly_cast)) {
+		/* plain loads, no probe reads (6.2+, bpf/task.bpf.h) */
+		tcb = bpf_rdonly_cast(tcb, bpf_core_type_id_kernel(struct tcp_skb_cb));
+		flags = tcb->tcp_flags;
+		cb[0] = tcb->seq;
+		cb[1] = tcb->end_seq;
+		rcv_nxt = ((struct tcp_sock *)bpf_rdonly_cast(
+				   sk, bpf_core_type_id_kernel(struct tcp_sock)))
+				  ->rcv_nxt;
+	} else {
+		flags = BPF_CORE_READ(tcb, tcp_flags);
+		if (bpf_probe_read_kernel(cb, sizeof(cb), tcb))
+			goto done;
+		rcv_nxt = BPF_CORE_READ((struct tcp_sock *)sk, rcv_nxt);
+	}
+	if (cb[1] - cb[0] <= !!(flags & TCPHDR_FIN) + !!(flags & TCPHDR_SYN))
 		goto done; /* no data (a SYN and a FIN count one each): nothing for a reader */
-	if ((__s32)(cb[1] - BPF_CORE_READ((struct tcp_sock *)sk, rcv_nxt)) <= 0)
+	if ((__s32)(cb[1] - rcv_nxt) <= 0)
 		goto done; /* a retransmission of data already received: TCP drops it */
 	r = bpf_map_lookup_elem(&ns_recvs, &sk_key);
 	if (!r) {
