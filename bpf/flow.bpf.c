@@ -716,12 +716,6 @@ struct syscall_exit_ctx {
 };
 
 /*
- * accept/accept4 return the accepted socket in the accepting process: it owns the connection
- * (a pre-forked server's worker, not the master that listened). The cookie was generated at
- * ESTABLISHED (bpf_get_socket_cookie), so it is read from the socket here: syscall
- * tracepoint programs have no cookie helper.
- */
-/*
  * The cookie of the socket behind an open file: plain loads where bpf_rdonly_cast() exists
  * (6.2+, bpf/task.bpf.h), probe reads before.
  */
@@ -737,6 +731,12 @@ static __always_inline __u64 file_sock_cookie(struct file *file)
 	return BPF_CORE_READ(sock, sk, __sk_common.skc_cookie.counter);
 }
 
+/*
+ * accept/accept4 return the accepted socket in the accepting process: it owns the connection
+ * (a pre-forked server's worker, not the master that listened). The cookie was generated at
+ * ESTABLISHED (bpf_get_socket_cookie), so it is read from the socket here: syscall
+ * tracepoint programs have no cookie helper.
+ */
 static __always_inline int accept_exit(struct syscall_exit_ctx *ctx)
 {
 	struct file *file;

@@ -44,6 +44,14 @@ static __always_inline __u64 task_cgroup_id(struct task_struct *task)
 	return task->cgroups->dfl_cgrp->kn->id;
 }
 
+/*
+ * The steal so far (ns) of the CPU a task is on (a switch: this one; sched's iterator: another
+ * one); 0 where the kernel does not keep it (rq->prev_steal_time_rq, see sched.bpf.c's
+ * steal_on: folded in at each clock update, so up to a tick behind). Loads straight through
+ * the task's BTF pointers (a faulting one reads 0), not helper calls: sched's switch pays this
+ * on every context switch. Every task has se.cfs_rq, whatever its class (set_task_rq), the
+ * idle task too.
+ */
 static __always_inline __u64 task_steal(struct task_struct *t)
 {
 	struct cfs_rq *cfs;
