@@ -84,6 +84,10 @@ static struct json_object *interval_json(const struct netstack_options *o,
 		json_object_object_add(c, "sigmas", json_object_new_double(x[i].bn.sigmas));
 		json_object_object_add(c, "baseline_spread",
 				       json_object_new_double(sqrt(x[i].bn.spread_var)));
+		json_object_object_add(c, "mean_sigmas",
+				       json_object_new_double(x[i].bn.mean_sigmas));
+		json_object_object_add(c, "baseline_mean_spread",
+				       json_object_new_double(sqrt(x[i].bn.mspread_var)));
 		json_object_object_add(c, "departed", json_object_new_boolean(x[i].bn.departed));
 		json_object_object_add(c, "bottleneck",
 				       json_object_new_boolean(x[i].bn.bottleneck));
@@ -188,11 +192,12 @@ static void interval_print(const struct netstack_options *o, const struct netsta
 		printf("bottleneck: %s (%s) on %s in %s%s%s: mean %s against %s in its baseline, "
 		       "%.0f%% "
 		       "of the increase; %.0f%% of its packets slower than the baseline's (z "
-		       "%.1f), its median %.1f deviations above its intervals' norm%s\n",
+		       "%.1f), its median %.1f and its mean %.1f deviations above its intervals' "
+		       "norms%s\n",
 		       netstack_component_names[b->component],
 		       netstack_component_direction[b->component], b->device, b->netns_name,
 		       b->workload[0] ? ", workload " : "", b->workload, mean, base,
-		       100 * b->bn.share, 100 * b->bn.a, b->bn.z, b->bn.sigmas,
+		       100 * b->bn.share, 100 * b->bn.a, b->bn.z, b->bn.sigmas, b->bn.mean_sigmas,
 		       shown(o, b) ? "" : " [not among the rows shown]");
 	} else {
 		no_bottleneck(x, n, learning);

@@ -49,13 +49,15 @@ struct bn_config {
 	double min_z; /* and its significance: 3.29 is one-sided p < 0.0005 */
 	double max_base_samples; /* a learned baseline counts as at most this many samples */
 	/*
-	 * and its interval median stands out of the series' own interval-to-interval variation:
-	 * ln(p50 / baseline p50) above its learned average by this many standard deviations,
-	 * the deviation taken at its upper 95% confidence bound for the intervals it was learned
-	 * from, and as at least min_spread
+	 * and its interval median, or its mean, stands out of the series' own
+	 * interval-to-interval variation: ln(p50 / baseline p50), or ln(mean / baseline mean),
+	 * above its learned average by this many standard deviations, the deviation taken at
+	 * its upper 95% confidence bound for the intervals it was learned from, and as at least
+	 * min_spread (min_mean_spread for the mean)
 	 */
 	double min_sigmas;
 	double min_spread;
+	double min_mean_spread;
 };
 
 extern const struct bn_config bn_default_config;
@@ -69,11 +71,15 @@ struct bn_component {
 	/* ln(interval p50 / baseline p50) of normal intervals: average and variance */
 	double spread_mu, spread_var;
 	double spread_n; /* how many intervals they stand for (at most 1 / alpha) */
+	/* ln(interval mean / baseline mean) of the same intervals, and how many */
+	double mspread_mu, mspread_var, mspread_n;
 	double warm_l[BN_WARMUP_MAX]; /* the warm-up intervals' ln(p50) */
+	double warm_m[BN_WARMUP_MAX]; /* and ln(mean) */
 	bool ready; /* the baseline is learned (or loaded) */
 	/* the last interval */
 	double n, base_mean, base_p50, cur_mean, p50, p99, a, z;
 	double sigmas; /* ln(p50 / scaled baseline p50) in the series' deviations from its norm */
+	double mean_sigmas; /* the same of ln(mean / scaled baseline mean) */
 	bool departed; /* significantly slower than its baseline */
 	bool bottleneck; /* departed, with the largest part of the increase */
 	bool largest; /* the largest rise of the mean beyond the factor (the bottleneck if departed) */
@@ -81,13 +87,18 @@ struct bn_component {
 	double host_factor; /* the interval's host-wide slowdown (the median component's) */
 };
 
+/* A series' interval-to-interval spread: average and deviation of a log ratio. */
+struct bn_spread {
+	double mu, sd;
+};
+
 /*
- * Sets a component's baseline from a distribution (a recording): it is ready at once. spread_mu
- * and spread_sd: its intervals' ln(p50 / baseline p50), average and deviation (0 and 0 when
- * unknown: min_spread then stands for the deviation).
+ * Sets a component's baseline from a distribution (a recording): it is ready at once. p50 and
+ * mean: its intervals' ln(p50 / baseline p50) and ln(mean / baseline mean), average and
+ * deviation (0 and 0 when unknown: min_spread then stands for the deviation).
  */
 void bn_component_load(struct bn_component *c, const struct bn_hist *base, double samples,
-		       double spread_mu, double spread_sd);
+		       struct bn_spread p50, struct bn_spread mean);
 
 /*
  * One interval: cur[i] holds component i's samples of the interval. Judges each component

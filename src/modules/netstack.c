@@ -60,7 +60,8 @@ struct netstack_name {
 struct netstack_recorded {
 	char component[16], device[32], netns[64], workload[128];
 	struct bn_hist base;
-	double samples, spread_mu, spread_sd; /* absent in a recording: 0 (unknown) */
+	double samples;
+	struct bn_spread p50, mean; /* absent in a recording: 0 (unknown) */
 };
 
 struct netstack_state {
@@ -266,7 +267,7 @@ static void recorded_apply(struct netstack_state *s, struct netstack_series *x)
 		if (!strcmp(netstack_component_names[x->component], r->component) &&
 		    !strcmp(x->device, r->device) && !strcmp(x->netns_name, r->netns) &&
 		    !strcmp(x->workload, r->workload)) {
-			bn_component_load(&x->bn, &r->base, r->samples, r->spread_mu, r->spread_sd);
+			bn_component_load(&x->bn, &r->base, r->samples, r->p50, r->mean);
 			return;
 		}
 	}
@@ -528,6 +529,11 @@ int netstack_baseline_write(struct plumb_module *m, const char *path)
 		json_object_object_add(
 			o, "spread_sd",
 			json_object_new_double(x->bn.ready ? sqrt(x->bn.spread_var) : 0));
+		json_object_object_add(o, "mean_spread_mu",
+				       json_object_new_double(x->bn.ready ? x->bn.mspread_mu : 0));
+		json_object_object_add(
+			o, "mean_spread_sd",
+			json_object_new_double(x->bn.ready ? sqrt(x->bn.mspread_var) : 0));
 		for (int b = 0; b < NETSTACK_BUCKETS; b++)
 			json_object_array_add(v, json_object_new_double(h->count[b] / t));
 		json_object_object_add(o, "buckets", v);
@@ -583,9 +589,11 @@ int netstack_baseline_load(struct plumb_module *m, const char *path, char *err, 
 			r->base.count[b] = json_object_get_double(json_object_array_get_idx(v, b));
 		r->base.sum_ns = json_object_get_double(json_object_object_get(o, "mean_ns"));
 		r->samples = json_object_get_double(json_object_object_get(o, "samples"));
-		r->spread_mu = json_object_get_double(json_object_object_get(o, "spread_mu"));
-		r->spread_sd =
-			fmax(0, json_object_get_double(json_object_object_get(o, "spread_sd")));
+		r->p50.mu = json_object_get_double(json_object_object_get(o, "spread_mu"));
+		r->p50.sd = fmax(0, json_object_get_double(json_object_object_get(o, "spread_sd")));
+		r->mean.mu = json_object_get_double(json_object_object_get(o, "mean_spread_mu"));
+		r->mean.sd = fmax(
+			0, json_object_get_double(json_object_object_get(o, "mean_spread_sd")));
 		if (bn_hist_total(&r->base) > 0 && r->samples > 0)
 			s->nrecorded++;
 	}

@@ -293,6 +293,44 @@ static void test_outliers_not_spread(void **state)
 	}
 }
 
+/*
+ * A window that stalls now and then (scenario (d), a tiny receive buffer, in CI): every segment
+ * a little slower, one in ten held 20 ms. The median moved 2.2x, within what a steady series
+ * may show by its medians alone (2.7x at the least); the mean 170x, beyond the 20x a steady
+ * series' mean may show: the mean departs it.
+ */
+static void test_tail_stall(void **state)
+{
+	struct bn_component c[2] = { 0 };
+	struct bn_hist cur[2];
+	unsigned int seed = 19;
+	const struct bn_config *cfg = &bn_default_config;
+
+	(void)state;
+	for (size_t i = 0; i < cfg->warmup + 100; i++) {
+		steady(cur, &seed, 1);
+		assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
+	}
+	for (int i = 0; i < 20; i++) {
+		steady(cur, &seed, 2.2);
+		add(&cur[1], 2e7, 20);
+		assert_int_equal(bn_interval(c, cur, 2, cfg), 1);
+		assert_true(c[1].sigmas < cfg->min_sigmas && c[1].mean_sigmas > cfg->min_sigmas);
+	}
+	/* the same slowdown without the stalls: the median alone, not far enough */
+	steady(cur, &seed, 2.2);
+	assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
+	assert_true(c[1].a > cfg->min_effect && c[1].mean_sigmas < cfg->min_sigmas);
+	/*
+	 * every packet 25% slower and four held 2 ms, the mean 5x (a clean window of (d) on the
+	 * test host, with the mean's spread at 0.25 it departed): not
+	 */
+	steady(cur, &seed, 1.25);
+	add(&cur[1], 2e6, 4);
+	assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
+	assert_true(c[1].a > cfg->min_effect && c[1].cur_mean > 4 * c[1].base_mean);
+}
+
 /* A busy host: every component 3x slower. All are, alike: none is the bottleneck. */
 static void fill(struct bn_hist *cur, size_t n, unsigned int *seed, const double *scale)
 {
@@ -379,7 +417,7 @@ static void test_loaded_baseline(void **state)
 
 	(void)state;
 	add(&base, 5000, 1000);
-	bn_component_load(&c, &base, 1000, 0, 0);
+	bn_component_load(&c, &base, 1000, (struct bn_spread){ 0 }, (struct bn_spread){ 0 });
 	assert_true(c.ready && fabs(c.base.sum_ns - 5000) < 1e-6);
 	add(&cur[0], 50000, 100);
 	assert_int_equal(bn_interval(&c, cur, 1, &bn_default_config), 0);
@@ -398,6 +436,7 @@ int main(void)
 		cmocka_unit_test(test_slow_warmup),
 		cmocka_unit_test(test_drain_not_learned),
 		cmocka_unit_test(test_outliers_not_spread),
+		cmocka_unit_test(test_tail_stall),
 		cmocka_unit_test(test_host_wide_slowdown),
 		cmocka_unit_test(test_largest_share),
 		cmocka_unit_test(test_loaded_baseline),
