@@ -116,8 +116,8 @@ static int subject_load(struct subject *sub, int floor, int latency, unsigned in
 		return floor_bpf__load(sub->floor);
 	if (io_bpf__load(sub->io))
 		return -1;
-	/* every slot free, as the agent leaves them at load (src/modules/io.c) */
-	for (__u32 slot = 0; slot < bpf_map__max_entries(sub->io->maps.io_free); slot++)
+	/* every slot free, slot 0 on top, as the agent leaves them at load (src/modules/io.c) */
+	for (__u32 slot = bpf_map__max_entries(sub->io->maps.io_free); slot-- > 0;)
 		if (bpf_map_update_elem(bpf_map__fd(sub->io->maps.io_free), NULL, &slot, BPF_ANY))
 			return -1;
 	return 0;

@@ -4,6 +4,7 @@ set -eu
 cd "$(dirname "$0")/.."
 python3 bench/hotpath.py
 python3 bench/overhead.py
+python3 bench/iokeys.py
 python3 bench/accuracy.py
 python3 bench/flow.py
 python3 bench/sched.py

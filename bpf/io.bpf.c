@@ -54,7 +54,9 @@ const volatile bool args_at_enter = false;
 /*
  * The counts live in a per-CPU array, one slot per (cgroup, mount) key; io_slots says which
  * key has which slot, and io_free holds the slots no key has (user space fills it at load and
- * gives a slot back, zeroed, when it removes a gone cgroup's key). Each CPU remembers the
+ * gives a slot back, zeroed, when it removes a gone cgroup's key). io_free is a stack, filled
+ * so that slot 0 comes first: the lowest slots are taken and taken again, and user space
+ * reads the array only up to the highest slot a key has. Each CPU remembers the
  * last key it counted and its slot (io_cache): consecutive calls of one workload on one
  * mount, the common case, find their counts with two inlined array lookups and no hash
  * lookup, which measured ~45 ns per call (bench/results/hotpath.md). A remembered slot is
@@ -77,7 +79,7 @@ struct {
 } io_slots SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_QUEUE);
+	__uint(type, BPF_MAP_TYPE_STACK);
 	__uint(max_entries, 4096);
 	__type(value, __u32);
 } io_free SEC(".maps");

@@ -69,6 +69,14 @@ struct io_state {
 	uint64_t in_map; /* keys in the kernel map at the last read */
 	struct io_stats
 		*percpu; /* one io_stats slot's values, ncpus of them; zeroed to give back */
+	/* a read: each slot's entry (capacity of them), and one past the highest slot a key has */
+	struct io_entry **by_slot;
+	uint32_t slots_used;
+	/* batches of io_stats: batch_slots slots' indices and per-CPU values */
+	uint32_t *batch_keys;
+	struct io_stats *batch_values;
+	uint32_t batch_slots;
+	uint64_t slots_kept; /* removed keys' slots that could not be zeroed: not given back */
 	uint64_t last_expiry_ms;
 	uint64_t unresolved_paths, entries_full;
 	struct adopt adopt; /* --pin: the maps and links over a restart */
@@ -237,19 +245,53 @@ static int read_entry(void *ctx, const void *key, const void *value)
 	}
 	e->slot = slot;
 	e->in_map = true;
-	if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.io_stats), &slot, s->percpu))
-		return 0; /* keeps the last read's counts */
-	memset(&e->kernel, 0, sizeof(e->kernel));
-	for (int cpu = 0; cpu < s->ncpus; cpu++)
-		stats_add(&e->kernel, &s->percpu[cpu]);
+	if (slot >= s->capacity)
+		return 0;
+	s->by_slot[slot] = e;
+	if (slot >= s->slots_used)
+		s->slots_used = slot + 1;
 	return 0;
 }
 
-/* Copy the BPF counts into the entries, summing the CPUs: every key's slot. */
+/*
+ * Copy the BPF counts into the entries, summing the CPUs: which key has which slot, then the
+ * array up to the highest slot a key has, in batches (io_free hands out the lowest slots
+ * first). A batch that cannot be read leaves its entries with the last read's counts.
+ */
 static void read_map(struct io_state *s)
 {
+	int fd = bpf_map__fd(s->skel->maps.io_stats);
+	uint32_t next = 0, batch = 0;
+
+	memset(s->by_slot, 0, s->slots_used * sizeof(*s->by_slot));
 	s->in_map = 0;
+	s->slots_used = 0;
 	map_read_all(s->skel->maps.io_slots, read_entry, s);
+	while (next < s->slots_used) {
+		__u32 count = s->slots_used - next;
+
+		if (count > s->batch_slots)
+			count = s->batch_slots;
+		/* in_batch is the last index read (NULL: from the start), out_batch the new last */
+		if (bpf_map_lookup_batch(fd, next ? &batch : NULL, &batch, s->batch_keys,
+					 s->batch_values, &count, NULL) &&
+		    errno != ENOENT)
+			return;
+		for (uint32_t i = 0; i < count; i++) {
+			struct io_entry *e = s->batch_keys[i] < s->capacity ?
+						     s->by_slot[s->batch_keys[i]] :
+						     NULL;
+
+			if (!e)
+				continue;
+			memset(&e->kernel, 0, sizeof(e->kernel));
+			for (int cpu = 0; cpu < s->ncpus; cpu++)
+				stats_add(&e->kernel, &s->batch_values[i * s->ncpus + cpu]);
+		}
+		if (!count)
+			return;
+		next = s->batch_keys[count - 1] + 1;
+	}
 }
 
 static void resolve_entry(struct io_state *s, struct io_entry *e)
@@ -282,9 +324,9 @@ static void resolve_entry(struct io_state *s, struct io_entry *e)
 static void slot_give_back(struct io_state *s, uint32_t slot)
 {
 	memset(s->percpu, 0, s->ncpus * sizeof(*s->percpu));
-	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.io_stats), &slot, s->percpu, BPF_ANY))
-		return;
-	bpf_map_update_elem(bpf_map__fd(s->skel->maps.io_free), NULL, &slot, BPF_ANY);
+	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.io_stats), &slot, s->percpu, BPF_ANY) ||
+	    bpf_map_update_elem(bpf_map__fd(s->skel->maps.io_free), NULL, &slot, BPF_ANY))
+		s->slots_kept++;
 }
 
 /* Remove a cgroup's entries grace_s after the cgroup itself is gone. */
@@ -602,6 +644,9 @@ static void io_health(struct plumb_module *m, struct module_health *h)
 	h->lost[h->nlost++].count = m->maps_only ? 0 : s->unresolved_paths;
 	h->lost[h->nlost].reason = "entries_full";
 	h->lost[h->nlost++].count = m->maps_only ? 0 : s->entries_full;
+	/* capacity, not events: gone keys' slots that could not be zeroed, so not reused */
+	h->lost[h->nlost].reason = "slot_kept";
+	h->lost[h->nlost++].count = m->maps_only ? 0 : s->slots_kept;
 
 	cgroup_cache_stats(s->cgroups, &cg);
 	mount_cache_stats(s->mounts, &mnt);
@@ -640,6 +685,9 @@ static void io_unload(struct plumb_module *m)
 	mount_cache_free(s->mounts);
 	tdestroy(s->entries, free_entry);
 	free(s->percpu);
+	free(s->by_slot);
+	free(s->batch_keys);
+	free(s->batch_values);
 	free(s);
 	m->priv = NULL;
 }
@@ -804,7 +852,14 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 		goto out_unload;
 	}
 	s->percpu = calloc(s->ncpus, sizeof(*s->percpu));
-	if (!s->percpu) {
+	s->by_slot = calloc(s->capacity, sizeof(*s->by_slot));
+	/* a batch of io_stats values within MAP_BATCH_BYTES */
+	s->batch_slots = MAP_BATCH_BYTES / (s->ncpus * sizeof(struct io_stats) + sizeof(uint32_t));
+	if (!s->batch_slots)
+		s->batch_slots = 1;
+	s->batch_keys = calloc(s->batch_slots, sizeof(*s->batch_keys));
+	s->batch_values = calloc((size_t)s->batch_slots * s->ncpus, sizeof(*s->batch_values));
+	if (!s->percpu || !s->by_slot || !s->batch_keys || !s->batch_values) {
 		err = -ENOMEM;
 		snprintf(m->error, sizeof(m->error), "out of memory");
 		goto out_unload;
@@ -826,8 +881,8 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 			 strerror(-err));
 		goto out_unload;
 	}
-	/* every slot free, in order (adopted maps keep the last agent's) */
-	for (uint32_t slot = 0; !s->adopt.adopted && slot < s->capacity; slot++) {
+	/* every slot free, slot 0 on top (adopted maps keep the last agent's) */
+	for (uint32_t slot = s->capacity; !s->adopt.adopted && slot-- > 0;) {
 		if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.io_free), NULL, &slot, BPF_ANY)) {
 			err = -errno;
 			snprintf(m->error, sizeof(m->error), "cannot fill io_free: %s",
