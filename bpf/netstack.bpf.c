@@ -243,6 +243,17 @@ static __always_inline __u64 headers_hash(struct sk_buff *skb)
 	return mix(mix(f, id), l4[1]) | 1; /* never 0 */
 }
 
+/*
+ * tcp_sk(sk)->field: a plain load where bpf_rdonly_cast() exists (6.2+; the verifier knows sk
+ * only as a struct sock), else a probe read (a helper call, dear on these hosts: task.bpf.h).
+ */
+#define TCP_SK(sk, field)                                                                       \
+	(bpf_ksym_exists(bpf_rdonly_cast) ?                                                     \
+		 ((struct tcp_sock *)bpf_rdonly_cast(sk,                                        \
+						     bpf_core_type_id_kernel(struct tcp_sock))) \
+			 ->field :                                                              \
+		 BPF_CORE_READ((struct tcp_sock *)(sk), field))
+
 static __always_inline void dev_ids(struct net_device *dev, __u32 *ifindex, __u32 *netns)
 {
 	*ifindex = dev->ifindex;
@@ -373,13 +384,24 @@ static __always_inline void send_end(struct sk_buff *skb, struct netstack_pkt *p
 	if (!sk)
 		return;
 	snd = bpf_map_lookup_elem(&ns_sends, &key);
-	if (!snd || th == (__u16)~0U || bpf_probe_read_kernel(tcp, sizeof(tcp), head + th))
+	if (!snd || th == (__u16)~0U)
 		return;
-	hdr = ((tcp[3] & 0xff) >> 4) * 4; /* data offset, in the byte after the ack number */
+	if (bpf_ksym_exists(bpf_rdonly_cast)) {
+		struct tcphdr *t =
+			bpf_rdonly_cast(head + th, bpf_core_type_id_kernel(struct tcphdr));
+
+		hdr = BPF_CORE_READ_BITFIELD(t, doff) * 4;
+		seq = bpf_ntohl(t->seq);
+	} else {
+		if (bpf_probe_read_kernel(tcp, sizeof(tcp), head + th))
+			return;
+		hdr = ((tcp[3] & 0xff) >> 4) *
+		      4; /* data offset, in the byte after the ack number */
+		seq = bpf_ntohl(tcp[1]);
+	}
 	off = th - (__u32)(data - head) + hdr; /* from skb->data to the payload */
 	len = skb->len;
 	len = len > off ? len - off : 0;
-	seq = bpf_ntohl(tcp[1]);
 	/* the oldest sends first: those this packet carries or that left before it */
 	for (i = 0; i < NETSTACK_SEND_SLOTS; i++) {
 		if (i >= snd->n)
@@ -474,7 +496,7 @@ int BPF_PROG(ns_sendmsg, struct sock *sk, struct msghdr *msg, struct sk_buff *sk
 	if (!gate_open())
 		return 0;
 	now = bpf_ktime_get_ns();
-	seq = BPF_CORE_READ((struct tcp_sock *)sk, write_seq);
+	seq = TCP_SK(sk, write_seq);
 	snd = bpf_map_lookup_elem(&ns_sends, &key);
 	if (!snd) {
 		fresh.ts[0] = now;
@@ -988,7 +1010,7 @@ int BPF_PROG(ns_copy, struct sk_buff *skb, int len)
 	if (!r)
 		return 0;
 	now = bpf_ktime_get_ns();
-	copied = BPF_CORE_READ((struct tcp_sock *)sk, copied_seq);
+	copied = TCP_SK(sk, copied_seq);
 	for (i = 0; i < NETSTACK_SEND_SLOTS; i++) {
 		if (i >= r->n || (__s32)(r->seq[i] - (copied + len)) >= 0)
 			break; /* not reached yet */
