@@ -84,6 +84,9 @@ struct {
 	__type(value, __u32);
 } io_free SEC(".maps");
 
+/* keys added to io_slots, ever: user space walks io_slots again when it moves */
+__u64 io_keys_added;
+
 struct io_cached {
 	__u64 cgroup_id;
 	__u32 mnt_id;
@@ -203,6 +206,8 @@ static __always_inline struct io_stats *stats_for(__u64 cgroup_id, __u32 mnt_id)
 			return NULL;
 		}
 		slot = *found;
+	} else {
+		__sync_fetch_and_add(&io_keys_added, 1); /* after the update: walk_slots() */
 	}
 	if (c) {
 		c->cgroup_id = cgroup_id;

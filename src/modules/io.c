@@ -39,7 +39,9 @@ const char *const io_dir_names[IO_DIRS] = { "read", "write" };
  */
 #define IO_UNRESOLVED_HOLD_MS 5000
 /* How often removed cgroups are looked for: a stat per cgroup; the grace period is in seconds */
-#define IO_EXPIRY_CHECK_MS  1000
+#define IO_EXPIRY_CHECK_MS 1000
+/* io_slots is walked when BPF added a key or the agent removed one, and at least this often */
+#define IO_SLOTS_WALK_MS    5000
 #define IO_MOUNT_NAMESPACES 256
 
 /* What user space knows of one (cgroup id, mount id) key. */
@@ -69,9 +71,14 @@ struct io_state {
 	uint64_t in_map; /* keys in the kernel map at the last read */
 	struct io_stats
 		*percpu; /* one io_stats slot's values, ncpus of them; zeroed to give back */
-	/* a read: each slot's entry (capacity of them), and one past the highest slot a key has */
+	/*
+	 * each slot's entry (capacity of them), and one past the highest slot a key has, as the
+	 * last walk of io_slots found them; the BPF count of added keys then, and when
+	 */
 	struct io_entry **by_slot;
 	uint32_t slots_used;
+	uint64_t walked_added, walked_ms;
+	bool walk; /* walk at the next read: a key was removed, or none walked yet */
 	/* batches of io_stats: batch_slots slots' indices and per-CPU values */
 	uint32_t *batch_keys;
 	struct io_stats *batch_values;
@@ -254,19 +261,37 @@ static int read_entry(void *ctx, const void *key, const void *value)
 }
 
 /*
- * Copy the BPF counts into the entries, summing the CPUs: which key has which slot, then the
- * array up to the highest slot a key has, in batches (io_free hands out the lowest slots
- * first). A batch that cannot be read leaves its entries with the last read's counts.
+ * Which key has which slot: a walk of io_slots, only when it may have changed (BPF counts the
+ * keys it adds in io_keys_added; the agent alone removes keys), or IO_SLOTS_WALK_MS after the
+ * last. The count is taken before the walk: a key added meanwhile makes the next read walk.
  */
-static void read_map(struct io_state *s)
+static void walk_slots(struct io_state *s, uint64_t now_ms)
+{
+	uint64_t added = __atomic_load_n(&s->skel->bss->io_keys_added, __ATOMIC_ACQUIRE);
+
+	if (!s->walk && added == s->walked_added && now_ms - s->walked_ms < IO_SLOTS_WALK_MS)
+		return;
+	memset(s->by_slot, 0, s->slots_used * sizeof(*s->by_slot));
+	s->in_map = 0;
+	s->slots_used = 0;
+	if (map_read_all(s->skel->maps.io_slots, read_entry, s) < 0)
+		return; /* s->walk stays: again at the next read */
+	s->walk = false;
+	s->walked_added = added;
+	s->walked_ms = now_ms;
+}
+
+/*
+ * Copy the BPF counts into the entries, summing the CPUs: the array up to the highest slot a
+ * key has, in batches (io_free hands out the lowest slots first). A batch that cannot be read
+ * leaves its entries with the last read's counts.
+ */
+static void read_map(struct io_state *s, uint64_t now_ms)
 {
 	int fd = bpf_map__fd(s->skel->maps.io_stats);
 	uint32_t next = 0, batch = 0;
 
-	memset(s->by_slot, 0, s->slots_used * sizeof(*s->by_slot));
-	s->in_map = 0;
-	s->slots_used = 0;
-	map_read_all(s->skel->maps.io_slots, read_entry, s);
+	walk_slots(s, now_ms);
 	while (next < s->slots_used) {
 		__u32 count = s->slots_used - next;
 
@@ -340,6 +365,10 @@ static int expire_entry(struct io_state *s, struct io_entry *e, int cgroup_exist
 		return 0;
 	if (e->in_map && !bpf_map_delete_elem(bpf_map__fd(s->skel->maps.io_slots), &e->key))
 		slot_give_back(s, e->slot);
+	/* the entry is freed: no read may find it by its slot, and the next one walks again */
+	if (e->in_map && e->slot < s->capacity)
+		s->by_slot[e->slot] = NULL;
+	s->walk = true;
 	return 1;
 }
 
@@ -381,7 +410,7 @@ static int io_tick(struct plumb_module *m)
 	/* path events wait in the ring buffer while a new mount is not in the tables yet */
 	if (mount_cache_fresh(s->mounts))
 		ring_buffer__consume(s->events);
-	read_map(s);
+	read_map(s, now);
 	list = entry_list(s, &n);
 	if (!list)
 		return -ENOMEM;
@@ -853,6 +882,7 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 	}
 	s->percpu = calloc(s->ncpus, sizeof(*s->percpu));
 	s->by_slot = calloc(s->capacity, sizeof(*s->by_slot));
+	s->walk = true;
 	/* a batch of io_stats values within MAP_BATCH_BYTES */
 	s->batch_slots = MAP_BATCH_BYTES / (s->ncpus * sizeof(struct io_stats) + sizeof(uint32_t));
 	if (!s->batch_slots)

@@ -83,6 +83,24 @@ def remove_tree(d):
     subprocess.run(["rm", "-rf", d], check=False)
 
 
+def test_new_key_prompt(world, agent, cleanup):
+    """A new (cgroup, mount) shows at the next read (250 ms), though the agent walks io_slots
+    only when BPF added a key (or every 5 s): three new cgroups, each seen within 1 s of its
+    write (a walk every 5 s alone would meet that by luck in 1 of 5 tries)."""
+    d = world.dir_of(world.tmpfs)
+    for i in range(3):
+        cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/prompt-{i}")
+        time.sleep(0.6)  # the last read before the write found nothing new
+        iowork(cg, f"write:{d}/prompt-{i}:4096:4096")
+        t0 = time.monotonic()
+        m = settle(agent, lambda m: value(m, "plumb_io_write_bytes_total", cgroup=label,
+                                          mount=world.tmpfs) == 4096)
+        took = time.monotonic() - t0
+        assert value(m, "plumb_io_write_bytes_total", cgroup=label, mount=world.tmpfs) == 4096, \
+            f"{label}: its 4096 bytes not shown after {took:.1f} s"
+        assert_within(took, 1.0, f"{label}'s new key to show")
+
+
 def test_rw_exact(world, agent, cleanup):
     """write/pwrite64/writev/read/pread64/readv bytes and calls, per cgroup and mount."""
     cga, la = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/rw-a")
@@ -624,6 +642,7 @@ def main():
                          ("io: latency sampling", test_latency_sampling),
                          ("io: a full map counts what it loses", test_map_full_counted),
                          ("io: slots of removed cgroups reused, zeroed", test_slots_reused),
+                         ("io: a new key shows at the next read", test_new_key_prompt),
                          ("io: path operations on the mount they touched", test_path_ops),
                          ("io: a mount made after the agent started", test_new_mount),
                          ("io: removed cgroup kept for the grace period", test_cgroup_grace),
