@@ -272,7 +272,15 @@ static void record_apply(struct sched_state *s, const struct sched_record *r)
 		hashtab_insert(&s->tids, &t->hnode, hash_bytes(&t->tid, sizeof(t->tid)));
 		s->ntids++;
 	}
-	memcpy(t->last, v, sizeof(t->last));
+	/*
+	 * Each count only grows: a record lower than the last read (its storage lookup refused
+	 * for a moment, the read then says 0; or an open episode read on a CPU whose clock was
+	 * behind) keeps the last value, and the next read adds only what is new. Taken as the
+	 * new base, a 0 made the next read add the thread's whole sleep again (a 6.12 guest's
+	 * sleeper counted twice over an agent restart).
+	 */
+	for (int i = 0; i < SCHED_METRICS; i++)
+		t->last[i] = v[i] > t->last[i] ? v[i] : t->last[i];
 	t->read_ns = r->read_ns;
 	t->gen = s->gen;
 	t->pid = r->pid;
@@ -381,7 +389,12 @@ static int sched_read(struct sched_state *s)
 	err = got < 0 ? -errno : 0;
 	close(fd);
 	ring_buffer__consume(s->exits);
-	for (b = 0; b <= s->tids.mask; b++)
+	/*
+	 * Threads this read did not see have exited unseen, unless the read stopped early: then
+	 * they stay (dropped, a thread still alive would be new at the next read and counted
+	 * again from its start).
+	 */
+	for (b = 0; !err && b <= s->tids.mask; b++)
 		for (n = s->tids.buckets[b]; n; n = next) {
 			next = n->next;
 			if (((struct sched_tid *)n)->gen != s->gen) {
