@@ -14,7 +14,6 @@ Results in bench/results/iokeys.md with the machine.
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 
