@@ -608,7 +608,10 @@ static void collect_visit(const void *node, VISIT which, int depth)
 		collect_list[collect_n++] = *(struct sched_cgroup *const *)node;
 }
 
-/* A scrape reads every thread once: the second module's collect uses the first one's read. */
+/*
+ * A scrape reads every thread once: the second module's collect uses the first one's read
+ * (live threads up to this old; the exit records are always taken).
+ */
 #define SCHED_FRESH_MS 100
 
 /* The cgroups with counts, in id order, named where they can be (collect_list). */
@@ -618,6 +621,8 @@ static int collect_begin(struct sched_state *s)
 
 	if (monotonic_ms() - s->last_read_ms >= SCHED_FRESH_MS)
 		err = sched_read(s);
+	else /* threads that exited since that read: a scrape holds a finished workload whole */
+		ring_buffer__consume(s->exits);
 	if (err)
 		return err;
 	collect_list = calloc(s->ncgroups ? s->ncgroups : 1, sizeof(*collect_list));

@@ -61,10 +61,9 @@ def test_accuracy(agent, cleanup):
     cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/sched")
     steal0 = steal_seconds()
     w = run_in(cg_dir, f"sleep:{SLEEP_MS}", f"spin:{SPIN_MS}", f"vfork:{VFORK_MS}")
-    # the threads' final counts come with their exit records, on the agent's next tick
-    m = settle(agent, lambda m: got(m, cg)["run"] >= w["run"] * 0.98 and
-               got(m, cg)["block"] >= (w["vfork_wall"] - w["vfork_cpu"]) * 0.98, timeout=10)
-    g = got(m, cg)
+    # the worker and its child have exited: one scrape holds their exit records (waiting
+    # for a count to come near its truth once took a read from inside the vfork, 2% short)
+    g = got(agent.metrics(), cg)
     # the kernel's own counts, read at exit: the ones the worker and its vfork child read of
     # themselves at their ends (the agent's also hold their exits after those reads)
     # (what the worker ran before its move is charged to the cgroup it left when the agent
@@ -140,8 +139,7 @@ def test_iowait(agent, cleanup):
     dev = loop_device(cleanup)
     steal0 = steal_seconds()
     w = run_in(cg_dir, f"dio:{dev}:{DIO_MS}")
-    m = settle(agent, lambda m: got(m, cg)["run"] >= w["run"] * 0.98, timeout=10)
-    g = got(m, cg)
+    g = got(agent.metrics(), cg)  # the worker has exited: one scrape holds it whole
     # on a CPU the hypervisor took (steal) the worker was neither running, runnable nor
     # blocked: the reads' wall time less that too (no more than the whole host's)
     stolen = steal_seconds() - steal0
@@ -236,8 +234,7 @@ def test_threads_before_agent(cleanup):
         f"the agent came up {after:.1f} s into a {spin_ms / 1000} s spin: too late to see the sleep"
     out, _ = p.communicate(timeout=60)
     w = {k: int(v) / 1e9 for k, v in (f.split("=") for f in out.split())}
-    m = settle(agent, lambda m: value(m, METRICS["sleep"], cgroup=cg) >= SLEEP_MS / 1000 * 0.98,
-               timeout=10)
+    m = agent.metrics()  # the worker has exited: one scrape holds it whole
     run = value(m, METRICS["run"], cgroup=cg)
     # attached between the two reads: counted from then on, up to the end (+ its exit)
     assert w["run"] - after - 0.005 <= run <= w["run"] - before + 0.005, \
