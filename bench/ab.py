@@ -10,13 +10,16 @@ Each pair runs A (without) then B (with), alternating the order every other pair
 drift of the machine does not favour either side. The table reports the median of each side,
 the median of the per-pair ratios B/A, and every pair's values, so that the noise is visible.
 The machine is shared and noisy: read ratios from one run, never an absolute number alone.
+compare_windows() does the same for a load that runs throughout, in many short windows.
 """
 
 import datetime
+import math
 import os
 import platform
 import statistics
 import subprocess
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
@@ -107,6 +110,49 @@ class Bench:
               f"ratio {row['ratio']:.3f}", flush=True)
         return row["ratio"]
 
+    def compare_windows(self, label, sample, metric, setup_b, teardown_b, pairs=40,
+                        window=1.5, settle=0.5):
+        """compare() for a load that runs throughout (the caller starts and stops it): each
+        side is a window of `window` s of its rate, d sample() / dt (sample() is a counter that
+        only grows), measured `settle` s after plumb started or stopped. The machine's speed
+        drifts by 10% within seconds here: pairs of short windows follow it closely, and many
+        of them narrow what noise is left, so the row also has the geometric mean of the pairs'
+        ratios with its 95% interval (normal, from the spread of their logarithms)."""
+        assert pairs >= 5, "at least five pairs"
+
+        def rate():
+            time.sleep(settle)
+            c0, t0 = sample(), time.monotonic()
+            time.sleep(window)
+            return (sample() - c0) / (time.monotonic() - t0)
+
+        a, b = [], []
+        for i in range(pairs):
+            for side in ("A", "B") if i % 2 == 0 else ("B", "A"):
+                if side == "A":
+                    a.append(rate())
+                    continue
+                ctx = setup_b()
+                try:
+                    b.append(rate())
+                finally:
+                    teardown_b(ctx)
+        logs = [math.log(y / x) for x, y in zip(a, b)]
+        half = 1.96 * statistics.stdev(logs) / math.sqrt(len(logs))
+        mean = statistics.mean(logs)
+        row = {
+            "label": label, "metric": metric, "a": a, "b": b,
+            "ma": statistics.median(a), "mb": statistics.median(b),
+            "ratio": statistics.median(y / x for x, y in zip(a, b)), "higher": True,
+            "gmean": math.exp(mean), "ci": (math.exp(mean - half), math.exp(mean + half)),
+            "windows": (pairs, window, settle),
+        }
+        self.sections.append(("ab", row))
+        print(f"  {label}: without {row['ma']:.1f} with {row['mb']:.1f} {metric}, ratio "
+              f"{row['ratio']:.3f}, geometric mean {row['gmean']:.3f} (95% "
+              f"{row['ci'][0]:.3f}-{row['ci'][1]:.3f})", flush=True)
+        return row["ratio"]
+
     def text(self, markdown):
         self.sections.append(("text", markdown))
 
@@ -124,8 +170,11 @@ class Bench:
                 f.write("| case | metric | without plumb (median) | with plumb (median) "
                         "| ratio with/without (median of pairs) |\n|---|---|---|---|---|\n")
                 for r in ab_rows:
+                    ci = (f" (geometric mean {r['gmean']:.3f}, 95% {r['ci'][0]:.3f}-"
+                          f"{r['ci'][1]:.3f}; {r['windows'][0]} pairs of {r['windows'][1]} s "
+                          "windows)") if "ci" in r else ""
                     f.write(f"| {r['label']} | {r['metric']} | {r['ma']:.1f} | {r['mb']:.1f} "
-                            f"| {r['ratio']:.3f} |\n")
+                            f"| {r['ratio']:.3f}{ci} |\n")
                 f.write("\nEvery pair (without, with):\n\n")
                 for r in ab_rows:
                     pairs = ", ".join(f"({x:.1f}, {y:.1f})" for x, y in zip(r["a"], r["b"]))

@@ -15,14 +15,18 @@
       requests per second
   per-event cost: bpf_stats run time / run count of each program under the storm
 
+The storms and redis run throughout; plumb starts and stops under them, each side a short
+window of their rate, PLUMB_BENCH_WINDOW_PAIRS (default 30) pairs, PLUMB_BENCH_REDIS_PAIRS
+(default 80) for redis (bench/ab.py compare_windows).
 Each with the sched module alone (the scheduling metrics) and with sched, wait and blk (all
 16 metrics). Targets (issue 5 §6): <= 150 ns per context switch with the scheduling metrics
 on; redis throughput ratio >= 0.97 with all of them.
-PLUMB_BENCH_PAIRS (default 5) pairs of PLUMB_BENCH_RUNTIME (default 8) seconds each.
+The syscall storm: PLUMB_BENCH_PAIRS (default 5) pairs of PLUMB_BENCH_RUNTIME (default 8) s.
 """
 
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +42,10 @@ from lib import Agent, Cleanup, free_port  # noqa: E402
 
 RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "8"))
 PAIRS = int(os.environ.get("PLUMB_BENCH_PAIRS", "5"))
+WINDOW_PAIRS = int(os.environ.get("PLUMB_BENCH_WINDOW_PAIRS", "30"))
+# redis's rate wanders most (8-12% between neighbouring seconds): more pairs for a +-2% interval
+REDIS_PAIRS = int(os.environ.get("PLUMB_BENCH_REDIS_PAIRS", "80"))
+WINDOW_S, SETTLE_S = 1.5, 0.5
 BUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build")
 PROGRAMS = ("sched_switch", "sched_wakeup", "sched_exit", "wait_waking", "blk_bio_queue",
             "blk_rq_complete")
@@ -68,6 +76,30 @@ def storm(stressor="switch"):
 
 def futex_storm():
     return storm("futex")
+
+
+class Load:
+    """A load that runs until stopped, for Bench.compare_windows: stress-ng's stressor on
+    CPU 1 (sample: the host's context switches) or redis-benchmark -l (sample: the server's
+    commands processed)."""
+
+    def __init__(self, cleanup, cmd, sample):
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.sample = sample
+        cleanup.add(self.stop)
+        time.sleep(1)
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{cmd[0]} exited {self.proc.returncode}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+def storm_load(cleanup, stressor):
+    return Load(cleanup, ["taskset", "-c", "1", "stress-ng", f"--{stressor}", "1", "--timeout",
+                          "0", "--quiet"], ctxt)
 
 
 def syscall_storm():
@@ -104,6 +136,27 @@ class Redis:
             self.proc.terminate()
             self.proc.wait(10)
 
+    def commands(self):
+        """The server's commands processed so far (INFO stats)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as c:
+            c.sendall(b"INFO stats\r\n")
+            data = b""
+            while True:
+                data += c.recv(65536)
+                head, _, body = data.partition(b"\r\n")
+                if head.startswith(b"$") and len(body) >= int(head[1:]):
+                    break
+        for line in body.decode().splitlines():
+            if line.startswith("total_commands_processed:"):
+                return int(line.split(":")[1])
+        raise RuntimeError("redis INFO stats: no total_commands_processed")
+
+    def load(self, cleanup):
+        """redis-benchmark's GET/SET loop (-l), 50 clients on CPU 0, until stopped."""
+        return Load(cleanup, ["taskset", "-c", "0", "redis-benchmark", "-p", str(self.port),
+                              "-c", "50", "-t", "get,set", "-n", "1000000", "-l", "-q"],
+                    self.commands)
+
     def run(self):
         """GET and SET requests per second (the mean of the two), 50 clients."""
         out = subprocess.run(
@@ -115,6 +168,17 @@ class Redis:
         if len(rates) != 2:
             raise RuntimeError("redis-benchmark: " + out)
         return statistics.mean(rates)
+
+
+def verdict(value, worst, best, bound):
+    """Against an upper bound: met when even the interval's worst end is within it, not met
+    when even its best end is beyond, otherwise not shown either way by this run."""
+    if worst <= bound:
+        return "met"
+    if best > bound:
+        return "**not met**"
+    return ("met by the median, not by the whole interval" if value <= bound
+            else "**not met** by the median, within the interval")
 
 
 def per_event(workload, modules):
@@ -156,14 +220,19 @@ def main():
     cleanup = Cleanup()
     bench = Bench("sched", "Overhead of plumb's sched, wait and blk modules: context "
                   "switches, futexes and redis",
-                  f"""{PAIRS} pairs of {RUNTIME} s runs per case, each pair without (A) and with
-(B) `plumb agent --modules sched` or `--modules {ALL}` started for that run (or, for the floor,
-an empty program on sched_switch), order alternating. Storms: `taskset -c 1
-stress-ng --switch 1` and `--futex 1`; the metric is the host's context switches per second
-from /proc/stat (CPU 1 does nothing but switch, so 1e9 / rate is the time of one switch
-there). Syscall storm: `taskset -c 1 stress-ng --get 1`, bogo ops per second. redis: `redis-server` on CPU 1, `redis-benchmark -c 50 -t get,set` on CPU 0, the
-metric is the mean of GET's and SET's requests per second. Targets (issue 5 §6): <= 150 ns
-added per context switch with the scheduling metrics; redis ratio >= 0.97 with all 16.""")
+                  f"""Each case alternates without (A) and with (B) `plumb agent --modules sched` or
+`--modules {ALL}` (or, for the floor, an empty program on sched_switch and no agent), the order
+alternating pair by pair. The storms and redis run throughout while plumb starts and stops: each
+side is a {WINDOW_S} s window of the load's rate, measured {SETTLE_S} s after the start or stop,
+{WINDOW_PAIRS} pairs per case, {REDIS_PAIRS} for redis (this machine's speed drifts ~10% within
+seconds: many short pairs, and the geometric mean ratio's 95% interval). Storms: `taskset -c 1
+stress-ng --switch 1` and `--futex 1`; the metric is the host's context switches per second from
+/proc/stat (CPU 1 does nothing but switch, so 1e9 / rate is the time of one switch there). Syscall
+storm: {PAIRS} pairs of {RUNTIME} s runs of `taskset -c 1 stress-ng --get 1`, bogo ops per second.
+redis: `redis-server` on CPU 1, `redis-benchmark -c 50 -t get,set -l` on CPU 0; the metric is the
+server's commands per second (INFO stats). Targets (issue 5 §6): <= 150 ns added per context
+switch with the scheduling metrics; redis ratio >= 0.97 with all 16; met when the whole interval
+is within the target.""")
     try:
         if subprocess.run(["sysctl", "-n", "kernel.bpf_stats_enabled"], capture_output=True,
                           text=True).stdout.strip() != "0":
@@ -185,41 +254,63 @@ added per context switch with the scheduling metrics; redis ratio >= 0.97 with a
                             os.path.join(BUILD, "sched_floor.bpf.o")])
 
         added = {}
-        for label, work, on, off in (
-                ("context-switch storm, sched module", storm, agent_on("sched"), agent_off),
-                (f"context-switch storm, {ALL}", storm, agent_on(ALL), agent_off),
-                ("context-switch storm, floor: empty programs, no agent", storm, floor_on,
+        for label, stressor, on, off in (
+                ("context-switch storm, sched module", "switch", agent_on("sched"), agent_off),
+                (f"context-switch storm, {ALL}", "switch", agent_on(ALL), agent_off),
+                ("context-switch storm, floor: empty programs, no agent", "switch", floor_on,
                  hold_off),
-                (f"futex storm, {ALL}", futex_storm, agent_on(ALL), agent_off),
-                ("futex storm, floor: empty programs, no agent", futex_storm, floor_on,
+                (f"futex storm, {ALL}", "futex", agent_on(ALL), agent_off),
+                ("futex storm, floor: empty programs, no agent", "futex", floor_on,
                  hold_off)):
-            bench.compare(label, work, "switches/s", on, off, PAIRS)
+            load_cleanup = Cleanup()
+            try:
+                load = storm_load(load_cleanup, stressor)
+                bench.compare_windows(label, load.sample, "switches/s", on, off, WINDOW_PAIRS,
+                                      WINDOW_S, SETTLE_S)
+            finally:
+                load_cleanup.run()
             row = bench.sections[-1][1]
-            added[label] = statistics.median(1e9 / b - 1e9 / a
-                                             for a, b in zip(row["a"], row["b"]))
+            added[label] = [1e9 / row["ma"] * (1 / r - 1)
+                            for r in (row["gmean"], row["ci"][1], row["ci"][0])]
         ratio_sys = bench.compare(f"syscall storm (untraced get* calls), {ALL}", syscall_storm,
                                   "bogo ops/s", agent_on(ALL), agent_off, PAIRS)
         redis = Redis(cleanup)
         redis.run()  # warm-up
-        r_sched = bench.compare("redis GET/SET, 50 clients, sched module", redis.run,
-                                "requests/s", agent_on("sched"), agent_off, PAIRS)
-        r_all = bench.compare(f"redis GET/SET, 50 clients, {ALL}", redis.run, "requests/s",
-                              agent_on(ALL), agent_off, PAIRS)
+        load_cleanup = Cleanup()
+        try:
+            load = redis.load(load_cleanup)
+            bench.compare_windows("redis GET/SET, 50 clients, sched module", load.sample,
+                                  "requests/s", agent_on("sched"), agent_off, REDIS_PAIRS,
+                                  WINDOW_S, SETTLE_S)
+            r_sched = bench.sections[-1][1]
+            bench.compare_windows(f"redis GET/SET, 50 clients, {ALL}", load.sample,
+                                  "requests/s", agent_on(ALL), agent_off, REDIS_PAIRS,
+                                  WINDOW_S, SETTLE_S)
+            r_all = bench.sections[-1][1]
+        finally:
+            load_cleanup.run()
         rows_switch = per_event(storm, ALL)
         rows_futex = per_event(futex_storm, ALL)
+        rows_redis = per_event(redis.run, ALL)
         lines = []
-        for label, ns in added.items():
+        for label, (ns, lo, hi) in added.items():
             target = ""
             if label == "context-switch storm, sched module":
-                target = f" (target <= 150: {'met' if ns <= 150 else '**not met**'})"
-            lines.append(f"- {label}: {ns:+.0f} ns{target}")
-        bench.text("Added time per context switch (median over pairs of 1e9/B - 1e9/A):\n\n"
+                target = f" (target <= 150: {verdict(ns, hi, lo, 150)})"
+            lines.append(f"- {label}: {ns:+.0f} ns (95% {lo:+.0f} to {hi:+.0f}){target}")
+        bench.text("Added time per context switch: 1e9/A x (1/r - 1), A the median rate without "
+                   "plumb, r the geometric mean ratio and its interval's ends:\n\n"
                    + "\n".join(lines))
-        bench.text(f"redis: ratio {r_sched:.3f} with sched, {r_all:.3f} with {ALL} (target "
-                   f">= 0.97 with all 16 metrics: {'met' if r_all >= 0.97 else '**not met**'}).")
+        bench.text(
+            "redis: ratio (median of pairs) " + ", ".join(
+                f"{r['ratio']:.3f} with {m} (95% {r['ci'][0]:.3f}-{r['ci'][1]:.3f})"
+                for m, r in (("sched", r_sched), (ALL, r_all)))
+            + "; target >= 0.97 with all 16 metrics: "
+            + verdict(-r_all["ratio"], -r_all["ci"][0], -r_all["ci"][1], -0.97) + ".")
         bench.text(per_event_table(f"Per-event cost under the context-switch storm, {ALL}",
                                    rows_switch))
         bench.text(per_event_table(f"Per-event cost under the futex storm, {ALL}", rows_futex))
+        bench.text(per_event_table(f"Per-event cost under redis, {ALL}", rows_redis))
         bench.text("Syscalls: none of these modules attaches a syscall tracepoint (the wait "
                    "kinds come from the scheduler's tracepoints), so a syscall they do not "
                    f"trace pays nothing but its context switches: the syscall storm's ratio "

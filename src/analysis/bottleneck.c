@@ -175,11 +175,19 @@ static void warm_spread(const double *l, size_t k, const struct bn_config *cfg, 
 }
 
 /* The interval's samples, folded into the baseline (a distribution summing to 1). */
+/* One interval's log ratio into a spread's running mean and variance (exponential weights). */
+static void spread_learn(double lr, double alpha, double *mu, double *var, double *n)
+{
+	double d = lr - *mu;
+
+	*mu += alpha * d;
+	*var = (1 - alpha) * (*var + alpha * d * d);
+	*n = fmin(*n + 1, 1 / alpha);
+}
+
 static void learn(struct bn_component *c, const struct bn_hist *cur, double n,
 		  const struct bn_config *cfg)
 {
-	double lr, d;
-
 	if (!c->ready) {
 		double mu, var, k, mmu, mvar, mk, base_p50;
 
@@ -209,16 +217,10 @@ static void learn(struct bn_component *c, const struct bn_hist *cur, double n,
 		return;
 	}
 	/* the spreads first, against the baseline this interval was judged by */
-	lr = log_ratio(c->p50, c->host_factor * c->base_p50);
-	d = lr - c->spread_mu;
-	c->spread_mu += cfg->alpha * d;
-	c->spread_var = (1 - cfg->alpha) * (c->spread_var + cfg->alpha * d * d);
-	c->spread_n = fmin(c->spread_n + 1, 1 / cfg->alpha);
-	lr = log_ratio(c->cur_mean, c->host_factor * c->base_mean);
-	d = lr - c->mspread_mu;
-	c->mspread_mu += cfg->alpha * d;
-	c->mspread_var = (1 - cfg->alpha) * (c->mspread_var + cfg->alpha * d * d);
-	c->mspread_n = fmin(c->mspread_n + 1, 1 / cfg->alpha);
+	spread_learn(log_ratio(c->p50, c->host_factor * c->base_p50), cfg->alpha, &c->spread_mu,
+		     &c->spread_var, &c->spread_n);
+	spread_learn(log_ratio(c->cur_mean, c->host_factor * c->base_mean), cfg->alpha,
+		     &c->mspread_mu, &c->mspread_var, &c->mspread_n);
 	for (int b = 0; b < NETSTACK_BUCKETS; b++)
 		c->base.count[b] =
 			(1 - cfg->alpha) * c->base.count[b] + cfg->alpha * cur->count[b] / n;
