@@ -77,14 +77,34 @@ def machine():
     }
 
 
+def _row(label, metric, a, b, higher_is_better, interval=False):
+    """Medians and the median of the pairs' ratios B/A; with interval (or from 20 pairs on),
+    also the geometric mean of the ratios and its 95% interval (normal, from the spread of
+    their logarithms)."""
+    row = {
+        "label": label, "metric": metric, "a": a, "b": b,
+        "ma": statistics.median(a), "mb": statistics.median(b),
+        "ratio": statistics.median(y / x for x, y in zip(a, b)), "higher": higher_is_better,
+    }
+    if interval or len(a) >= 20:
+        logs = [math.log(y / x) for x, y in zip(a, b)]
+        mean = statistics.mean(logs)
+        half = 1.96 * statistics.stdev(logs) / math.sqrt(len(logs))
+        row["gmean"] = math.exp(mean)
+        row["ci"] = (math.exp(mean - half), math.exp(mean + half))
+    return row
+
+
 class Bench:
     def __init__(self, name, title, intro=""):
         self.name, self.title, self.intro = name, title, intro
         self.sections = []
 
     def compare(self, label, run, metric, setup_b=None, teardown_b=None, pairs=5,
-                higher_is_better=True):
-        """Runs run() alternately without (A) and with (B) setup_b; returns the median ratio."""
+                higher_is_better=True, interval=False):
+        """Runs run() alternately without (A) and with (B) setup_b; returns the median ratio.
+        run() may return (value, second): the row's "second" is then the second quantity's
+        row, from the same runs (redis-benchmark's rate and its p50 latency)."""
         assert pairs >= 5, "at least five pairs"
         a, b = [], []
         for i in range(pairs):
@@ -99,15 +119,17 @@ class Bench:
                     finally:
                         if teardown_b:
                             teardown_b(ctx)
-        ratios = [y / x for x, y in zip(a, b)]
-        row = {
-            "label": label, "metric": metric, "a": a, "b": b,
-            "ma": statistics.median(a), "mb": statistics.median(b),
-            "ratio": statistics.median(ratios), "higher": higher_is_better,
-        }
+        second = None
+        if isinstance(a[0], tuple):
+            second = _row(label, "", [x[1] for x in a], [y[1] for y in b], False, interval)
+            a, b = [x[0] for x in a], [y[0] for y in b]
+        row = _row(label, metric, a, b, higher_is_better, interval)
+        row["second"] = second
         self.sections.append(("ab", row))
         print(f"  {label}: without {row['ma']:.1f} with {row['mb']:.1f} {metric}, "
-              f"ratio {row['ratio']:.3f}", flush=True)
+              f"ratio {row['ratio']:.3f}" + (f", geometric mean {row['gmean']:.3f} (95% "
+                                             f"{row['ci'][0]:.3f}-{row['ci'][1]:.3f})"
+                                             if "ci" in row else ""), flush=True)
         return row["ratio"]
 
     def compare_windows(self, label, sample, metric, setup_b, teardown_b, pairs=40,
@@ -137,16 +159,8 @@ class Bench:
                     b.append(rate())
                 finally:
                     teardown_b(ctx)
-        logs = [math.log(y / x) for x, y in zip(a, b)]
-        half = 1.96 * statistics.stdev(logs) / math.sqrt(len(logs))
-        mean = statistics.mean(logs)
-        row = {
-            "label": label, "metric": metric, "a": a, "b": b,
-            "ma": statistics.median(a), "mb": statistics.median(b),
-            "ratio": statistics.median(y / x for x, y in zip(a, b)), "higher": True,
-            "gmean": math.exp(mean), "ci": (math.exp(mean - half), math.exp(mean + half)),
-            "windows": (pairs, window, settle),
-        }
+        row = _row(label, metric, a, b, True, interval=True)
+        row["windows"] = (pairs, window, settle)
         self.sections.append(("ab", row))
         print(f"  {label}: without {row['ma']:.1f} with {row['mb']:.1f} {metric}, ratio "
               f"{row['ratio']:.3f}, geometric mean {row['gmean']:.3f} (95% "
@@ -170,9 +184,12 @@ class Bench:
                 f.write("| case | metric | without plumb (median) | with plumb (median) "
                         "| ratio with/without (median of pairs) |\n|---|---|---|---|---|\n")
                 for r in ab_rows:
-                    ci = (f" (geometric mean {r['gmean']:.3f}, 95% {r['ci'][0]:.3f}-"
-                          f"{r['ci'][1]:.3f}; {r['windows'][0]} pairs of {r['windows'][1]} s "
-                          "windows)") if "ci" in r else ""
+                    ci = ""
+                    if "ci" in r:
+                        ci = (f" (geometric mean {r['gmean']:.3f}, 95% {r['ci'][0]:.3f}-"
+                              f"{r['ci'][1]:.3f}; {len(r['a'])} pairs"
+                              + (f" of {r['windows'][1]} s windows" if "windows" in r else "")
+                              + ")")
                     f.write(f"| {r['label']} | {r['metric']} | {r['ma']:.1f} | {r['mb']:.1f} "
                             f"| {r['ratio']:.3f}{ci} |\n")
                 f.write("\nEvery pair (without, with):\n\n")
