@@ -848,13 +848,16 @@ done:
 	return 0;
 }
 
-#define UDP_WALK 64
+#define UDP_WALK     64
+#define UDP_TOO_DEEP (-1)
+#define UDP_READ     (-2)
 
 /*
  * How many datagrams will be read before skb: those before it in its queue, walked back to
  * the queue's head (not the queue's length, which another CPU's enqueue may already have
- * grown), and, while it is still in sk_receive_queue, all of the reader's queue. -1 when it
- * is more than UDP_WALK deep.
+ * grown), and, while it is still in sk_receive_queue, all of the reader's queue.
+ * UDP_TOO_DEEP when it is more than UDP_WALK deep; UDP_READ when it is in no queue any more
+ * (unlinked: a reader on another CPU has taken it since it was queued).
  */
 static __always_inline __s64 udp_ahead(const struct sock *sk, struct sk_buff *skb)
 {
@@ -867,10 +870,12 @@ static __always_inline __s64 udp_ahead(const struct sock *sk, struct sk_buff *sk
 		cur = BPF_CORE_READ(cur, prev);
 		if ((void *)cur == receive)
 			return pos + BPF_CORE_READ((struct udp_sock *)sk, reader_queue.qlen);
+		if (!cur && !pos)
+			return UDP_READ;
 		if ((void *)cur == reader || !cur)
 			return pos; /* the reader took the queue over meanwhile */
 	}
-	return -1;
+	return UDP_TOO_DEEP;
 }
 
 /*
@@ -901,6 +906,17 @@ int BPF_PROG(ns_data_ready, struct sock *sk)
 	skb_key = (__u64)skb;
 	lru_delete(&ns_pkts, NS_MAP_PKTS, &skb_key);
 	ahead = udp_ahead(sk, skb);
+	if (ahead == UDP_READ) {
+		/*
+		 * Read while this ran, its read's program gone by without it (a sample stored now
+		 * would be ended by the next datagram's read, and the last one's never): its wait
+		 * was shorter than the time since, charged to the socket's cgroup.
+		 */
+		hist_add_at(p->netns, p->ifindex, NS_SOCKET,
+			    BPF_CORE_READ(sk, sk_cgrp_data.cgroup, kn, id),
+			    bpf_ktime_get_ns() - now);
+		return 0;
+	}
 	if (ahead < 0) {
 		count_lost(NS_LOST_SOCKET_SLOTS); /* too deep in the queue to count */
 		return 0;
