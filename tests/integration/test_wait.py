@@ -30,14 +30,16 @@ AROUND = 0.004 if EMULATED else 0.001
 
 
 class Work:
-    """waitwork KIND in cgroup_dir; its line parsed once it printed it (it then sleeps)."""
+    """waitwork KIND in cgroup_dir; its line parsed once it printed it (it then sleeps, or
+    with spin, spins first)."""
 
-    def __init__(self, cleanup, cgroup_dir, kind):
+    def __init__(self, cleanup, cgroup_dir, kind, rounds=ROUNDS, spin=False):
         with open(WAITWORK, "rb") as f:  # read before the exec: see test_sched.run_in
             while f.read(1 << 20):
                 pass
-        self.proc = subprocess.Popen([WAITWORK, "--cgroup", cgroup_dir, kind, str(MS),
-                                      str(ROUNDS)], stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen([WAITWORK, "--cgroup", cgroup_dir,
+                                      *(["--spin"] if spin else []), kind, str(MS),
+                                      str(rounds)], stdout=subprocess.PIPE, text=True)
         cleanup.add(self.stop)
         line = self.proc.stdout.readline()
         assert line, f"waitwork {kind} printed nothing (exit {self.proc.poll()})"
@@ -82,37 +84,52 @@ def resource_matches(kind, r, w):
     return r == {**r, "type": "epoll", "pid": w["pid"], "fd": w["epfd"]}
 
 
-def check_kind(agent, cleanup, kind):
-    """One resource of `kind`: the workload's totals and the thread's entry for the resource."""
+def switches(tid):
+    """The thread's voluntary and involuntary context switches so far."""
+    with open(f"/proc/{tid}/status") as f:
+        return tuple(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+
+
+def check_kind(agent, cleanup, kind, rounds=ROUNDS, spin=False):
+    """One resource of `kind`: the workload's totals and the thread's entry for the resource.
+    With spin, the waiter spins after its last wait: read before it switches out again, that
+    wait has ended but is not closed yet (bpf/sched.bpf.c closes it at the next switch-out)
+    and must be whole in the counts all the same."""
     metric_kind = {"futex-shared": "futex", "unix": "socket"}.get(kind, kind)
-    cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/wait-{kind}")
-    work = Work(cleanup, cg_dir, kind)
+    cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/wait-{kind}{'-spin' * spin}")
+    work = Work(cleanup, cg_dir, kind, rounds, spin)
     w = work.w
-    m = settle(agent, lambda m: kinds_of(m, cg)[1][metric_kind] >= ROUNDS, timeout=10)
+    before = switches(w["tid"])
+    m = settle(agent, lambda m: kinds_of(m, cg)[1][metric_kind] >= rounds, timeout=10)
     secs, calls = kinds_of(m, cg)
     blocked = w["blocked"]
-    assert calls[metric_kind] == ROUNDS, f"{kind}: {calls[metric_kind]} blocking waits, " \
-        f"expected {ROUNDS}; all kinds: {calls}"
+    assert calls[metric_kind] == rounds, f"{kind}: {calls[metric_kind]} blocking waits, " \
+        f"expected {rounds}; all kinds: {calls}"
     got = secs[metric_kind]
-    assert blocked * 0.98 - AROUND * ROUNDS <= got <= blocked * 1.02, \
+    assert blocked * 0.98 - AROUND * rounds <= got <= blocked * 1.02, \
         f"{kind}: {got:.4f} s blocked, the waiter timed {blocked:.4f} s " \
         f"({(got - blocked) / blocked:+.2%})"
     others = {k: v for k, v in calls.items() if k != metric_kind and v}
     assert not others, f"{kind}: waits of other kinds in the workload: {others}"
     if metric_kind == "futex":
         wakes = value(m, "plumb_futex_wakes_total", cgroup=cg)
-        assert wakes == ROUNDS, f"{kind}: {wakes} futex wakes, expected {ROUNDS}"
+        assert wakes == rounds, f"{kind}: {wakes} futex wakes, expected {rounds}"
     # the waiter's entry for its resource (/api/v1/waits), while it still exists
     entries = waits_of(agent, w["tid"])
     mine = [e for e in entries if resource_matches(kind, e["resource"], w)]
     assert len(mine) == 1 and mine[0]["kind"] == metric_kind and mine[0]["cgroup"] == cg, \
         f"{kind}: no single entry for the resource {w} among {entries}"
     e = mine[0]
-    assert e["waits"] == ROUNDS, f"{kind}: {e['waits']} waits on the resource, expected {ROUNDS}"
+    assert e["waits"] == rounds, f"{kind}: {e['waits']} waits on the resource, expected {rounds}"
     assert abs(e["seconds"] - got) < 1e-6, \
         f"{kind}: {e['seconds']:.6f} s on the resource, {got:.6f} s in the workload's total"
     if metric_kind == "futex":
-        assert e["wakes"] == ROUNDS, f"{kind}: {e['wakes']} wakes, expected {ROUNDS}"
+        assert e["wakes"] == rounds, f"{kind}: {e['wakes']} wakes, expected {rounds}"
+    if spin:
+        after = switches(w["tid"])
+        print(f"  {kind}, {rounds} wait(s) then a spin: the last one "
+              + ("read before it was closed" if after == before else
+                 f"closed before the reads (the thread switched: {before} -> {after})"))
     work.stop()
 
 
@@ -223,6 +240,9 @@ def main():
         for kind in ("pipe", "socket", "unix", "futex", "futex-shared", "epoll"):
             runner.run(f"wait: a {kind} wait, exact, on its resource", check_kind, agent,
                        cleanup, kind)
+        for kind, rounds in (("pipe", 1), ("futex", ROUNDS)):
+            runner.run(f"wait: {rounds} {kind} wait(s) read while the thread runs on, exact",
+                       check_kind, agent, cleanup, kind, rounds, True)
         runner.run("wait: alone, sharing nothing", test_one_program, cleanup)
         runner.run("wait: the oldest resources evicted above 3/4 of --wait-capacity, counted",
                    test_bri_eviction, cleanup)

@@ -2,7 +2,7 @@
 /*
  * Two threads and a wait of known length: the wait tests' ground truth. Built static.
  *
- *   waitwork [--cgroup DIR] KIND MS ROUNDS
+ *   waitwork [--cgroup DIR] [--spin] KIND MS ROUNDS
  *
  * A waiter thread blocks ROUNDS times on one resource of KIND; each time the main thread
  * sleeps MS (nanosleep: a sleep, no wait kind) and then releases it without blocking itself.
@@ -22,7 +22,10 @@
  * Nothing else in the process blocks in a wait kind: the main thread moves into DIR before
  * the waiter exists, does not join it (it watches a flag, yielding) and leaves with _exit.
  * At the end it prints one line, then sleeps (pause: no wait kind) until killed, so that the
- * test can read the agent's per-thread view while the threads still exist:
+ * test can read the agent's per-thread view while the threads still exist. With --spin the
+ * waiter is SCHED_FIFO and, after its last wait, spins for SPIN_MS before it pauses: its last
+ * wait has ended and the thread has not switched out since (no CFS thread preempts it). The
+ * line:
  *   tid=<waiter> pid=<process> blocked=<ns in the blocking calls> rounds=<ROUNDS>
  *   ino=<inode of the resource: pipe read end, server socket, memfd; 0 for futex>
  *   peer=<inode of the socket at the other end (socket, unix); 0 otherwise>
@@ -56,6 +59,8 @@ static uint32_t *word; /* the futex word */
 static volatile int released, done; /* rounds released by main; the waiter finished */
 static volatile pid_t waiter_tid;
 static uint64_t blocked_ns;
+static bool spin;
+#define SPIN_MS 700
 
 static uint64_t now_ns(void)
 {
@@ -120,6 +125,13 @@ static void *waiter(void *arg)
 {
 	(void)arg;
 	waiter_tid = gettid();
+	if (spin) {
+		struct sched_param sp = { .sched_priority = 1 };
+
+		errno = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+		if (errno)
+			die("SCHED_FIFO");
+	}
 	for (int i = 0; i < rounds; i++) {
 		uint64_t t0;
 
@@ -130,6 +142,12 @@ static void *waiter(void *arg)
 		blocked_ns += now_ns() - t0;
 	}
 	done = 1;
+	if (spin) {
+		uint64_t end = now_ns() + SPIN_MS * 1000000ull;
+
+		while (now_ns() < end)
+			;
+	}
 	for (;;)
 		pause(); /* a sleep, no wait kind, until _exit */
 	return NULL;
@@ -225,8 +243,13 @@ int main(int argc, char **argv)
 		argv += 2;
 		argc -= 2;
 	}
+	if (argc > 1 && !strcmp(argv[1], "--spin")) {
+		spin = true;
+		argv++;
+		argc--;
+	}
 	if (argc != 4) {
-		fprintf(stderr, "usage: waitwork [--cgroup DIR] KIND MS ROUNDS\n");
+		fprintf(stderr, "usage: waitwork [--cgroup DIR] [--spin] KIND MS ROUNDS\n");
 		return 2;
 	}
 	kind = argv[1];
