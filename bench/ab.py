@@ -95,6 +95,18 @@ def _row(label, metric, a, b, higher_is_better, interval=False):
     return row
 
 
+def verdict(value, worst, best, bound):
+    """Against an upper bound: met when even the interval's worst end is within it, not met
+    when even its best end is beyond, otherwise not shown either way by this run. (For a
+    lower bound, pass everything negated.)"""
+    if worst <= bound:
+        return "met"
+    if best > bound:
+        return "**not met**"
+    return ("met by the median, not by the whole interval" if value <= bound
+            else "**not met** by the median, within the interval")
+
+
 class Bench:
     def __init__(self, name, title, intro=""):
         self.name, self.title, self.intro = name, title, intro

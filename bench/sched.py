@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "integration"))
 from benchlib import prog_stats  # noqa: E402
-from ab import Bench, hold_off, hold_on  # noqa: E402
+from ab import Bench, hold_off, hold_on, verdict  # noqa: E402
 from lib import Agent, Cleanup, free_port  # noqa: E402
 
 RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "8"))
@@ -149,17 +149,6 @@ class Redis:
             raise RuntimeError("redis-benchmark: " + out)
         return statistics.mean(float(r[1]) for r in rows), statistics.mean(float(r[4])
                                                                             for r in rows)
-
-
-def verdict(value, worst, best, bound):
-    """Against an upper bound: met when even the interval's worst end is within it, not met
-    when even its best end is beyond, otherwise not shown either way by this run."""
-    if worst <= bound:
-        return "met"
-    if best > bound:
-        return "**not met**"
-    return ("met by the median, not by the whole interval" if value <= bound
-            else "**not met** by the median, within the interval")
 
 
 def per_event(workload, modules):
