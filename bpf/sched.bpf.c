@@ -7,15 +7,13 @@
  * (se.sum_exec_runtime, sched_info.run_delay: /proc/<tid>/schedstat's first two fields), read
  * by the sched_read iterator; nothing runs per event for them. What the kernel does not count
  * is the time off the CPU and why: the switch-out of a thread that blocks stamps the time and
- * the kind (sleep, uninterruptible block, I/O wait) in its task storage; the episode ends at
- * its wakeup, which the kernel's own sched_info dates, and is added to the kind at the thread's
- * next switch-out, whatever its kind (the one storage lookup that switch makes). Nothing runs
- * at switch-in, and a runnable switch-out (preemption) only closes an episode: the kernel's
- * run delay covers its waiting.
+ * the kind (sleep, uninterruptible block, I/O wait) in its task storage, and its wakeup adds
+ * the episode to the kind. Runnable switch-outs (preemption) return at once: the kernel's run
+ * delay covers them.
  *
  * The clock is the scheduler's own (the run queue's clock, which __schedule() and the wakeup
- * have just updated; a wakeup's end is when the wakeup enqueued the task, from its
- * sched_info), not bpf_ktime_get_ns(): a clock read costs ~165 ns on these VMs and a context
+ * have just updated; a wakeup's end is the task's sched_info.last_queued, stamped when it was
+ * enqueued), not bpf_ktime_get_ns(): a clock read costs ~165 ns on these VMs and a context
  * switch would pay two. Kernels without CONFIG_FAIR_GROUP_SCHED (no se.cfs_rq) read ktime.
  *
  * Nothing is allocated here: sched_switch and sched_wakeup run with a run-queue lock held, and
@@ -57,11 +55,11 @@ char LICENSE[] SEC("license") = "GPL";
 /* the wait module is on: blocking switch-outs say what they wait on (set before load) */
 const volatile bool wait_on = false;
 /*
- * Episodes close lazily, at the thread's next switch-out, dated from its sched_info (see
- * episode_end): one task-storage lookup per context switch, that of the thread leaving. Off
- * on kernels without CONFIG_SCHED_INFO: the sched_wakeup program closes them there.
+ * Episodes close when the thread is switched in, at its sched_info.last_queued (when the
+ * wakeup enqueued it): one tracepoint per context switch instead of two. Off on kernels
+ * without CONFIG_SCHED_INFO: the sched_wakeup program closes them there.
  */
-const volatile bool close_lazily = false;
+const volatile bool close_at_switch_in = false;
 /*
  * Hypervisor steal: a kernel with CONFIG_PARAVIRT_TIME_ACCOUNTING takes the time the
  * hypervisor ran something else on a CPU out of the CPU time of the thread that was on it, and
@@ -92,7 +90,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries,
-	       4 * 1024 * 1024); /* 328 bytes a record with its header: 12,700 between two drains */
+	       4 * 1024 * 1024); /* 264 bytes a record with its header: 15,800 between two drains */
 } sched_exits SEC(".maps");
 
 struct {
@@ -485,6 +483,35 @@ static __always_inline void off_add(__u64 *ns, __u32 kind, __u64 d)
 }
 
 /*
+ * The thread blocks again and its last episode is still open: its wakeup was not seen.
+ * sched_wakeup found the task storage busy: the kernel refuses a storage call nested in
+ * another on the same CPU, as when an interrupt wakes a thread while the agent's iterator
+ * is inside a storage call (~2 a second on an idle host). If the thread arrived on a CPU
+ * exactly once since it blocked, that arrival's run delay says when it was enqueued: the
+ * episode ends there, as it would have at the wakeup. Otherwise it is lost (counted).
+ */
+static __always_inline void episode_recover(struct task_struct *p, struct sched_thread *t)
+{
+	__u64 arrival, delay, woke;
+
+	if (!bpf_core_field_exists(p->sched_info))
+		goto lost;
+	arrival = p->sched_info.last_arrival;
+	delay = p->sched_info.run_delay - t->off_delay;
+	if (p->sched_info.pcount != t->off_pcount + 1 || arrival < delay)
+		goto lost;
+	woke = arrival - delay;
+	if (woke < t->off_ns)
+		goto lost;
+	off_add(t->ns, t->off_kind, woke - t->off_ns);
+	if (wait_on)
+		wait_close(t, woke - t->off_ns, woke);
+	return;
+lost:
+	count_lost(SCHED_LOST_UNCLOSED);
+}
+
+/*
  * prev_state is the raw __state: test bits, never compare (0x2001 is an interruptible,
  * freezable sleep). A thread is runnable when either the traced state or the state now is 0
  * (a pending signal sets it running after prev_state was sampled), and when it was preempted:
@@ -501,77 +528,29 @@ static __always_inline void episode_close(struct sched_thread *t, __u64 now)
 	t->off_ns = 0;
 }
 
-#define END_LOST (~0ull)
-
 /*
- * When the thread's open episode ended, on the run-queue clock: the enqueue of its wakeup.
- * The kernel's sched_info has it: each arrival on a CPU adds the wait since the enqueue
- * (last_queued) to run_delay, stamps last_arrival and counts pcount. While the thread has not
- * arrived since it blocked (pcount as then) the episode ends at last_queued, or has not ended
- * (0). Once it has arrived exactly once, it ended at last_arrival less the run delay added
- * since it blocked: exact, and also where a queued thread migrated (its wait on the first
- * run queue is in run_delay, not in the second's last_queued). More arrivals than one: a
- * switch-out in between was not seen (its storage lookup refused), END_LOST.
- * The run queues' clocks differ by a little, and a read from another CPU (the iterator) may
- * find a field a moment old: the end is kept within [off_ns, now].
+ * The thread switched in ends its off-CPU episode when it was woken: the tracepoint runs
+ * before the scheduler's accounting of the switch, so last_queued still holds the enqueue
+ * of its wakeup (sched_info_arrive clears it afterwards).
  */
-static __always_inline __u64 episode_end(struct task_struct *p, const struct sched_thread *t,
-					 __u64 now)
-{
-	__u64 pcount, end, delay;
-
-	if (!bpf_core_field_exists(p->sched_info))
-		return END_LOST;
-	pcount = p->sched_info.pcount;
-	if (pcount == t->off_pcount) {
-		end = p->sched_info.last_queued;
-		if (!end)
-			return 0;
-	} else if (pcount == t->off_pcount + 1) {
-		end = p->sched_info.last_arrival;
-		delay = p->sched_info.run_delay - t->off_delay;
-		if (end < delay)
-			return END_LOST;
-		end -= delay;
-	} else {
-		return END_LOST;
-	}
-	if (end < t->off_ns)
-		return t->off_ns;
-	return end > now ? now : end;
-}
-
-/*
- * At the thread's own switch-out or exit, with an episode open (close_lazily): it ended since
- * (the thread is running), so it is added now, or counted as lost.
- */
-static __always_inline void episode_close_lazy(struct task_struct *p, struct sched_thread *t,
-					       __u64 now)
-{
-	__u64 end = episode_end(p, t, now);
-
-	if (end && end != END_LOST) {
-		episode_close(t, end);
-		return;
-	}
-	count_lost(SCHED_LOST_UNCLOSED);
-	t->off_ns = 0;
-	t->open.kind = WAIT_NONE;
-	t->open_woken = 0;
-}
-
-/* The thread switched in starts a slice of its steal (steal_on only). */
-static __always_inline void steal_in(struct task_struct *next, __u64 steal)
+static __always_inline void switch_in(struct task_struct *next, __u64 steal)
 {
 	struct sched_thread *t;
+	__u64 queued;
 
 	if (!next->pid)
 		return; /* the idle task */
 	t = bpf_task_storage_get(&sched_threads, next, NULL, 0);
 	if (!t)
 		return;
-	t->steal_in = steal;
-	t->steal_open = 1;
+	if (steal_on) {
+		t->steal_in = steal;
+		t->steal_open = 1;
+	}
+	if (!close_at_switch_in || !t->off_ns)
+		return;
+	queued = bpf_core_field_exists(next->sched_info) ? next->sched_info.last_queued : 0;
+	episode_close(t, queued ? queued : task_rq_clock(next));
 }
 
 SEC("tp_btf/sched_switch")
@@ -581,37 +560,34 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	struct sched_thread *t;
 	__u32 kind = SCHED_SLEEP;
 	__u64 now, steal = 0;
-	bool runnable;
 
 	if (!gate_open())
 		return 0;
-	if (steal_on) {
+	if (steal_on)
 		steal = task_steal(prev);
-		steal_in(next, steal);
-	}
-	if (!prev->pid || (prev_state & TASK_DEAD))
-		return 0; /* the idle task (no storage), or a thread that has exited (its record sent) */
-	runnable = preempt || !prev_state || !task_state(prev);
-	if (runnable && !steal_on && !close_lazily)
+	if (close_at_switch_in || steal_on)
+		switch_in(next, steal);
+	if (preempt || !prev_state || (prev_state & TASK_DEAD) || !task_state(prev)) {
+		/* runnable: only its steal, if any (the idle task has no storage) */
+		if (steal_on && prev->pid) {
+			t = bpf_task_storage_get(&sched_threads, prev, NULL, 0);
+			if (t)
+				steal_out(t, steal);
+		}
 		return 0;
+	}
 	t = bpf_task_storage_get(&sched_threads, prev, NULL, 0);
 	if (!t) {
-		if (!runnable)
-			count_lost(SCHED_LOST_STORAGE);
+		count_lost(SCHED_LOST_STORAGE);
 		return 0;
 	}
 	if (steal_on)
 		steal_out(t, steal);
-	/* its own switch-out: its arrival, and so the end, is before now (no bound needed) */
-	if (close_lazily && t->off_ns)
-		episode_close_lazy(prev, t, ~0ull);
-	if (runnable)
-		return 0;
 	now = task_rq_clock(prev);
 	if (!now)
 		return 0;
-	if (t->off_ns) /* sched_wakeup closes episodes here, and did not see this one's */
-		count_lost(SCHED_LOST_UNCLOSED);
+	if (t->off_ns)
+		episode_recover(prev, t);
 	if ((prev_state & TASK_UNINTERRUPTIBLE) && !(prev_state & TASK_NOLOAD))
 		kind = BPF_CORE_READ_BITFIELD(prev, in_iowait) ? SCHED_IOWAIT : SCHED_BLOCK;
 	t->off_kind = kind;
@@ -627,7 +603,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	return 0;
 }
 
-/* Only where close_lazily is off (no sched_info): the episode ends at the wakeup. */
+/* Only where close_at_switch_in is off (no sched_info): the episode ends at the wakeup. */
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(sched_wakeup, struct task_struct *p)
 {
@@ -664,11 +640,7 @@ int BPF_PROG(wait_waking, struct task_struct *p)
 	     regs->orig_ax != NR_FUTEX_WAIT))
 		return 0;
 	t = bpf_task_storage_get(&sched_threads, p, NULL, 0);
-	if (!t || !t->off_ns || t->open.kind != WAIT_FUTEX)
-		return 0;
-	/* an episode that ended (closes at the next switch-out) is not this wake's */
-	if (close_lazily && bpf_core_field_exists(p->sched_info) &&
-	    p->sched_info.pcount != t->off_pcount)
+	if (!t || t->open.kind != WAIT_FUTEX)
 		return 0;
 	cur = bpf_get_current_task_btf();
 	regs = (struct pt_regs *)bpf_task_pt_regs(cur);
@@ -696,39 +668,6 @@ int BPF_PROG(wait_waking, struct task_struct *p)
 }
 
 /*
- * The open episode into the record: one still off counts up to now; one that has ended but
- * is not closed yet (close_lazily) counts whole, as its close will count it.
- */
-static __always_inline void record_open(struct sched_record *r, struct task_struct *task,
-					const struct sched_thread *t, __u64 now)
-{
-	__u64 end = close_lazily ? episode_end(task, t, now) : 0, d;
-	__u32 kind = t->open.kind;
-
-	if (end == END_LOST || (!end && now <= t->off_ns))
-		return;
-	d = (end ? end : now) - t->off_ns;
-	off_add(r->off_ns, t->off_kind, d);
-	if (!wait_on || kind >= WAIT_KINDS)
-		return;
-	r->wait_ns[kind] += d;
-	if (!end)
-		return;
-	r->wait_n[kind] += 1;
-	if (wait_key_eq(&t->slot, &t->open)) {
-		r->slot_val.ns += d;
-		r->slot_val.n += 1;
-		r->slot_val.wakes += t->open_woken;
-		return;
-	}
-	r->open = t->open;
-	r->open_val.ns = d;
-	r->open_val.n = 1;
-	r->open_val.wakes = t->open_woken;
-	r->open_val.last_ns = end;
-}
-
-/*
  * A thread's counts so far; an open episode counts up to now, on the clock of the CPU that
  * reads (ours: updated when we were scheduled, so at most a tick behind).
  */
@@ -737,7 +676,6 @@ static __always_inline void record_fill(struct sched_record *r, struct task_stru
 	struct sched_thread *t = bpf_task_storage_get(&sched_threads, task, NULL, 0);
 	__u64 now = task_rq_clock(bpf_get_current_task_btf());
 
-	r->open.kind = WAIT_NONE;
 	r->tid = BPF_CORE_READ(task, pid);
 	r->pid = BPF_CORE_READ(task, tgid);
 	r->ppid = BPF_CORE_READ(task, real_parent, tgid);
@@ -771,8 +709,11 @@ static __always_inline void record_fill(struct sched_record *r, struct task_stru
 	}
 	r->slot = t->slot;
 	r->slot_val = t->slot_val;
-	if (t->off_ns)
-		record_open(r, task, t, now);
+	if (t->off_ns && now > t->off_ns) {
+		off_add(r->off_ns, t->off_kind, now - t->off_ns);
+		if (t->open.kind < WAIT_KINDS)
+			r->wait_ns[t->open.kind] += now - t->off_ns;
+	}
 }
 
 /* A new thread's storage, made in its parent's context (no scheduler lock held). */
@@ -791,14 +732,9 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_exit, struct task_struct *p)
 {
 	struct sched_record *r;
-	struct sched_thread *t;
 
 	if (!gate_open())
 		return 0;
-	/* its last episode has ended (it is running): closed here, its resource in the slot */
-	t = close_lazily ? bpf_task_storage_get(&sched_threads, p, NULL, 0) : NULL;
-	if (t && t->off_ns)
-		episode_close_lazy(p, t, task_rq_clock(p));
 	r = bpf_ringbuf_reserve(&sched_exits, sizeof(*r), 0);
 	if (!r) {
 		count_lost(SCHED_LOST_RINGBUF_FULL);

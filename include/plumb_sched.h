@@ -20,9 +20,8 @@ enum sched_lost_reason {
 				      * counts since the last read */
 	SCHED_LOST_STORAGE, /* a thread without task storage (its creation at fork or at the
 			     * agent's first read failed): counted then, and each wait of it */
-	SCHED_LOST_UNCLOSED, /* an episode whose end its sched_info could not date at the
-			      * thread's next switch-out (one of them unseen), or whose wakeup
-			      * sched_wakeup did not see: that episode */
+	SCHED_LOST_UNCLOSED, /* a thread blocked again with its last episode never woken and
+			      * not recoverable from its sched_info: that episode */
 	WAIT_LOST_BRI_FULL, /* a wait's resource could not get a wait_bri entry: its time is in
 			     * the thread's per-kind totals, not under a resource */
 	WAIT_LOST_FUTEX_KEY, /* a shared futex whose mapping bpf_find_vma could not read (mmap
@@ -119,17 +118,10 @@ struct sched_record {
 	__u64 steal_ns; /* hypervisor steal while it was on a CPU, since the agent attached (not
 			 * in run_ns: kernels with CONFIG_PARAVIRT_TIME_ACCOUNTING take it out) */
 	__u64 off_ns[SCHED_OFF_KINDS]; /* since the agent attached; open episodes included */
-	/* idem; an open episode's time is in, its count once it has ended */
-	__u64 wait_ns[WAIT_KINDS], wait_n[WAIT_KINDS];
+	__u64 wait_ns[WAIT_KINDS], wait_n[WAIT_KINDS]; /* idem (open: time yes, count not yet) */
 	__u64 futex_wakes;
 	struct wait_key slot; /* the thread's last resource (.kind WAIT_NONE: none yet) */
 	struct wait_val slot_val; /* what it has there, not yet in wait_bri */
-	/*
-	 * A wait on another resource than the slot's that has ended but is not closed yet (it
-	 * closes at the thread's next switch-out): its resource and time (.kind WAIT_NONE: none)
-	 */
-	struct wait_key open;
-	struct wait_val open_val;
 	char comm[16];
 };
 

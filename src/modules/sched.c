@@ -103,8 +103,6 @@ struct sched_tid {
 	char comm[16];
 	struct wait_key slot; /* the wait module: its resource not yet in wait_bri */
 	struct wait_val slot_val;
-	struct wait_key open; /* and an ended wait on another one, not closed yet */
-	struct wait_val open_val;
 };
 
 struct sched_cgroup {
@@ -291,8 +289,6 @@ static void record_apply(struct sched_state *s, const struct sched_record *r)
 	memcpy(t->comm, r->comm, sizeof(t->comm));
 	t->slot = r->slot;
 	t->slot_val = r->slot_val;
-	t->open = r->open;
-	t->open_val = r->open_val;
 }
 
 /*
@@ -970,7 +966,7 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 	if (s->bri_capacity < 64) /* room for the pruning's three quarters and half */
 		s->bri_capacity = 64;
 	bpf_map__set_max_entries(s->skel->maps.wait_bri, s->bri_capacity);
-	s->skel->rodata->close_lazily = s->run_delay;
+	s->skel->rodata->close_at_switch_in = s->run_delay;
 	bpf_program__set_autoload(s->skel->progs.wait_waking, s->wait_on);
 	bpf_program__set_autoload(s->skel->progs.sched_wakeup, !s->run_delay);
 	shared_notes(m, s, wait);
@@ -1147,12 +1143,12 @@ static struct json_object *wait_resource(const struct wait_key *k, const struct 
 }
 
 /*
- * Every (thread, resource) with waits: wait_bri's entries and each thread's slot and ended
- * open wait, sorted by key and merged. The caller frees *out.
+ * Every (thread, resource) with waits: wait_bri's entries and each thread's slot, sorted by
+ * key and merged. The caller frees *out.
  */
 static int wait_entries(struct sched_state *s, struct wait_entry **out, size_t *nout)
 {
-	size_t n = 0, m = 0, cap = s->bri_capacity + 2 * s->ntids;
+	size_t n = 0, m = 0, cap = s->bri_capacity + s->ntids;
 	struct wait_entries w = { .cap = cap };
 	struct wait_entry *e;
 	struct hnode *node;
@@ -1172,8 +1168,6 @@ static int wait_entries(struct sched_state *s, struct wait_entry **out, size_t *
 
 			if (t->slot.kind < WAIT_KINDS && t->slot_val.n)
 				e[n++] = (struct wait_entry){ t->slot, t->slot_val };
-			if (t->open.kind < WAIT_KINDS && t->open_val.n && n < cap)
-				e[n++] = (struct wait_entry){ t->open, t->open_val };
 		}
 	qsort(e, n, sizeof(*e), wait_entry_cmp);
 	for (size_t i = 0; i < n; i++) {
@@ -1195,7 +1189,7 @@ static int wait_entries(struct sched_state *s, struct wait_entry **out, size_t *
 
 /*
  * GET /api/v1/waits: each live thread's waits per resource (docs/metrics.md, "wait"):
- * what wait_bri holds and each thread's slot and ended open wait, which are not in it yet.
+ * what wait_bri holds and each thread's slot, which is not in it yet.
  */
 static int wait_api(struct plumb_module *m, struct json_object *doc)
 {

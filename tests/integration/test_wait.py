@@ -93,8 +93,8 @@ def switches(tid):
 def check_kind(agent, cleanup, kind, rounds=ROUNDS, spin=False):
     """One resource of `kind`: the workload's totals and the thread's entry for the resource.
     With spin, the waiter spins after its last wait: read before it switches out again, that
-    wait has ended but is not closed yet (bpf/sched.bpf.c closes it at the next switch-out)
-    and must be whole in the counts all the same."""
+    wait must be whole in the counts all the same (it is closed at its switch-in, dated at its
+    wakeup; a design that closed it at the next switch-out would have to date it at the read)."""
     metric_kind = {"futex-shared": "futex", "unix": "socket"}.get(kind, kind)
     cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/wait-{kind}{'-spin' * spin}")
     work = Work(cleanup, cg_dir, kind, rounds, spin)
@@ -128,8 +128,8 @@ def check_kind(agent, cleanup, kind, rounds=ROUNDS, spin=False):
     if spin:
         after = switches(w["tid"])
         print(f"  {kind}, {rounds} wait(s) then a spin: the last one "
-              + ("read before it was closed" if after == before else
-                 f"closed before the reads (the thread switched: {before} -> {after})"))
+              + ("read before the thread switched again" if after == before else
+                 f"read after the thread switched again ({before} -> {after})"))
     work.stop()
 
 
