@@ -5,7 +5,9 @@
       `--flow-bytes off` (connections only), `calls` (per-call bytes, the default on 6.3+),
       `counters` (TCP's own counters); and, for the per-call cost, 1 KiB messages in calls mode
   nginx + wrk, one short connection per request: no agent against the default (auto, `calls`
-      on 6.3+), `--flow-bytes off` and `--flow-bytes counters`
+      on 6.3+), `--flow-bytes off` and `--flow-bytes counters`; wrk runs throughout while the
+      agent starts and stops, each side a short window of the host's accepted connections per
+      second (/proc/net/snmp Tcp PassiveOpens), PLUMB_BENCH_WINDOW_PAIRS (default 30) pairs
   the floor: nginx + wrk with empty programs on the same tracepoints (build/hold
       build/flow_floor.bpf.o, no agent): the kernel's price for running any program there
   per-event cost: bpf_stats run time / run count of each flow program under iperf3 and
@@ -14,7 +16,7 @@
 Targets (issue 4 §6): connections only >= 0.99, with bytes >= 0.98 (iperf3); connection
 churn >= 0.97. Writes bench/results/flow.md.
 
-PLUMB_BENCH_PAIRS (default 5) pairs of PLUMB_BENCH_RUNTIME (default 8) seconds each.
+iperf3: PLUMB_BENCH_PAIRS (default 5) pairs of PLUMB_BENCH_RUNTIME (default 8) seconds each.
 Client and server are pinned to different CPUs (taskset), the same way in A and B; the agent
 is not pinned.
 """
@@ -34,16 +36,19 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "integration"))
-from ab import Bench, hold_off, hold_on  # noqa: E402
+from ab import Bench, hold_off, hold_on, verdict  # noqa: E402
 from lib import Agent, Cleanup, free_port, parse_metrics  # noqa: E402
 
 RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "8"))
 PAIRS = int(os.environ.get("PLUMB_BENCH_PAIRS", "5"))
+WINDOW_PAIRS = int(os.environ.get("PLUMB_BENCH_WINDOW_PAIRS", "30"))
+WINDOW_S, SETTLE_S = 1.5, 0.5
 CLIENT_CPU, SERVER_CPU = "0", "1"
 OWN_CPU = {"iperf3": [], "nginx": []}  # share of one CPU the agent's own process used, each B run
 PROGRAMS = ("flow_send", "flow_recv", "flow_state", "flow_destroy", "flow_accept4",
             "flow_accept", "flow_recvmsg4", "flow_recvmsg6")
 CHURN = "nginx + wrk, a connection per request"
+CHURN_CHECKS = {}  # label: (connections counted, PassiveOpens, lost, own CPU) per B window
 BUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build")
 
 
@@ -90,6 +95,7 @@ class FlowAgent:
         self.up = self.agent.output().split("module flow: up", 1)[1].splitlines()[0]
         time.sleep(1)  # the agent's start-up work is over before the measurement
         self.cpu0, self.t0 = self.cpu(), time.monotonic()
+        self.opens0 = passive_opens()
 
     def cpu(self):
         """CPU seconds (user + system) the agent's process used so far."""
@@ -107,6 +113,13 @@ class FlowAgent:
 
     def stop(self):
         self.cleanup.run()
+
+
+def passive_opens():
+    """The host's TCP connections accepted so far (/proc/net/snmp, Tcp PassiveOpens)."""
+    with open("/proc/net/snmp") as f:
+        rows = [line.split() for line in f if line.startswith("Tcp:")]
+    return int(rows[1][rows[0].index("PassiveOpens")])
 
 
 def total(metrics, name, **labels):
@@ -193,6 +206,17 @@ class Nginx:
         self.last = None
         self.timewait = []  # TIME_WAIT sockets after each run (ss -s)
 
+    def load(self, cleanup):
+        """wrk running until stopped (the windowed cases: PassiveOpens is the rate)."""
+        p = subprocess.Popen(["taskset", "-c", CLIENT_CPU, "wrk", "-t2", "-c32", "-d3600s",
+                              "-H", "Connection: close", f"http://127.0.0.1:{self.port}/"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cleanup.add(stop_process, p)
+        time.sleep(2)  # past wrk's start and the first TIME_WAIT build-up's steepest part
+        if p.poll() is not None:
+            raise RuntimeError(f"wrk exited {p.returncode}")
+        return p
+
     def run(self):
         """One wrk run, one connection per request; returns requests/s."""
         p = subprocess.run(
@@ -212,6 +236,26 @@ class Nginx:
                      "errors": errors.group(0) if errors else "",
                      "non2xx": int(non2xx.group(1)) if non2xx else 0}
         return float(m.group(1))
+
+
+def churn_windows(bench, nginx, label, on, off):
+    """One churn case: wrk throughout, the agent (or the floor) on and off under it."""
+    load = Cleanup()
+    try:
+        nginx.load(load)
+        bench.compare_windows(label, passive_opens, "connections/s", on, off, WINDOW_PAIRS,
+                              WINDOW_S, SETTLE_S)
+        tw = re.search(r"timewait (\d+)", subprocess.run(["ss", "-s"], capture_output=True,
+                                                          text=True).stdout)
+        nginx.timewait.append(int(tw.group(1)) if tw else -1)
+    finally:
+        load.run()
+    time.sleep(2)
+    return bench.sections[-1][1]
+
+
+def interval(row):
+    return f"{row['gmean']:.3f} ({row['ci'][0]:.3f}-{row['ci'][1]:.3f})"
 
 
 # ---- per-event cost -------------------------------------------------------------------------
@@ -298,16 +342,18 @@ def conclusion(bench, results, events):
     churn = ev[CHURN, "calls"]
     churn_c = ev[CHURN, "counters"]
     gap_calls = gap(results["calls"], s128)
-    gap_churn = (gap(results["churn"], 100 * churn["share"])
+    gap_churn = (gap(results["churn"]["gmean"], 100 * churn["share"])
                  .replace("The ratio", "The default's ratio") +
-                 gap(results["churn_counters"], 100 * churn_c["share"])
+                 gap(results["churn_counters"]["gmean"], 100 * churn_c["share"])
                  .replace("The ratio", "The `counters` ratio"))
     return f"""Conclusion.
 
 - Noise first: without the agent, one case's runs spread by {100 * min(a_spread):.0f}% to
   {100 * max(a_spread):.0f}% (max - min over median), and single pairs' ratios range from
   {min(ratios):.2f} to {max(ratios):.2f}. A median ratio within a few percent of 1 is not
-  resolved by {PAIRS} pairs here; the bpf_stats shares below say what the programs cost.
+  resolved by {PAIRS} iperf3 pairs here; the bpf_stats shares below say what the programs
+  cost. The churn cases are {WINDOW_PAIRS} pairs of {WINDOW_S} s windows under one long load,
+  with the geometric mean's 95% interval.
 - `--flow-bytes off` runs nothing per call: only per connection (state changes, accept,
   destroy). `counters` takes TCP's bytes from TCP's own counters (read at ESTABLISHED, at
   destroy and per scrape), but also runs `flow_send`/`flow_recv` on every
@@ -325,9 +371,10 @@ def conclusion(bench, results, events):
   in this mode), {100 * churn['share']:.1f}% of the CPU time; in `counters` mode
   {churn_c['per_request']:.1f} µs per request (state changes, destroys, the accept
   tracepoint, and the early-returning send/receive programs), {100 * churn_c['share']:.1f}%.
-  Ratios {results['churn']:.3f} (default), {results['churn_off']:.3f} (`off`) and
-  {results['churn_counters']:.3f} (`counters`) against the target 0.97; empty programs on
-  the same four tracepoints, no agent: {results['churn_floor']:.3f} (the floor: what is left
+  Ratios {interval(results['churn'])} (default), {interval(results['churn_off'])} (`off`)
+  and {interval(results['churn_counters'])} (`counters`) against the target 0.97; empty
+  programs on the same four tracepoints, no agent: {interval(results['churn_floor'])} (the
+  floor: what is left
   to the module's own work is the distance from there).{gap_churn}
 - {own_cpu_bullet()}"""
 
@@ -340,7 +387,7 @@ def own_cpu_bullet():
             "swept every 250 ms; nothing scraped during the runs) used at most "
             f"{100 * max(ip):.2f}% of one CPU in any iperf3 B run, and "
             f"{100 * min(ng):.2f}-{100 * max(ng):.2f}% (median {100 * statistics.median(ng):.2f}%)"
-            " in the nginx + wrk B runs")
+            " in the nginx + wrk B windows")
     if max(ip + ng) <= 0.01:
         return text + ": negligible; the cost is the programs', in the workload's own context."
     parts = []
@@ -368,14 +415,18 @@ def main():
         sys.exit("flow.py: needs 2 CPUs (client and server pinned apart)")
     cleanup = Cleanup()
     bench = Bench("flow", "Overhead of plumb's flow module: iperf3 and nginx over loopback",
-                  f"""{PAIRS} pairs of {RUNTIME} s runs per case, each pair without (A) and with
-(B) `plumb agent --modules flow` started for that run, order alternating. The client is pinned
-to CPU {CLIENT_CPU} and the server to CPU {SERVER_CPU} (`taskset`; nginx with
+                  f"""iperf3: {PAIRS} pairs of {RUNTIME} s runs per case, each pair without (A) and
+with (B) `plumb agent --modules flow` started for that run, order alternating. nginx + wrk:
+wrk runs throughout each case while the agent starts and stops; each side is a {WINDOW_S} s
+window of the host's accepted TCP connections per second (/proc/net/snmp Tcp PassiveOpens: one
+per request), measured {SETTLE_S} s after the start or stop, {WINDOW_PAIRS} pairs, with the
+geometric mean ratio's 95% interval (this machine's speed drifts ~10% within seconds). The
+client is pinned to CPU {CLIENT_CPU} and the server to CPU {SERVER_CPU} (`taskset`; nginx with
 `worker_cpu_affinity`, one worker) in both A and B; the agent is not pinned. Nothing scrapes
-the agent during a run (it is scraped once after each B run, to check what it counted).
-iperf3: one stream over 127.0.0.1, `iperf3 -c 127.0.0.1 -l 128K -t {RUNTIME} -J`; the metric
-is the receiver's throughput (`end.sum_received.bits_per_second`), in Mbit/s. nginx + wrk:
-`wrk -t2 -c32 -d{RUNTIME}s -H "Connection: close"` against a ~630-byte static file (nginx
+the agent during a run (it is scraped once after each B run or window, to check what it
+counted). iperf3: one stream over 127.0.0.1, `iperf3 -c 127.0.0.1 -l 128K -t {RUNTIME} -J`;
+the metric is the receiver's throughput (`end.sum_received.bits_per_second`), in Mbit/s.
+nginx + wrk: `wrk -t2 -c32 -H "Connection: close"` against a ~630-byte static file (nginx
 answers with `Connection: close` too, `keepalive_timeout 0`): one TCP connection per request,
 with the default byte mode (`calls` on this kernel), `--flow-bytes off` and `--flow-bytes
 counters`. Targets (issue 4 §6): iperf3 ratio >= 0.99 with connections only, >= 0.98 with bytes;
@@ -437,67 +488,71 @@ nginx + wrk ratio >= 0.97.""")
 
         def agent_off_nginx(agent, label):
             try:
-                own = agent.own_cpu()  # over the run, before the scrape below
+                own = agent.own_cpu()  # over its window, before the scrape below
+                opens = passive_opens() - agent.opens0
                 OWN_CPU["nginx"].append(own)
-                time.sleep(0.6)
                 m = agent.metrics()
                 conns = total(m, "plumb_flow_connections_total", peer_port=str(nginx.port),
                               role="server")
                 lost = total(m, "plumb_events_lost_total", module="flow")
-                checks.append(f"- nginx + wrk, {label} (`{agent.up.strip(': ')}`): "
-                              f"{conns:.0f} server connections counted, wrk completed "
-                              f"{nginx.last['requests']} requests (plus the ones cut off at "
-                              f"the end); flow events lost {lost:.0f}; agent's own CPU "
-                              f"{100 * own:.2f}% of one CPU"
-                              + (f"; wrk: {nginx.last['errors']}" if nginx.last["errors"]
-                                 else ""))
+                CHURN_CHECKS.setdefault(label, []).append((conns, opens, lost, own))
             finally:
                 agent.stop()
 
-        results["churn"] = bench.compare(
-            "nginx + wrk, a connection per request, default `--flow-bytes`", nginx.run,
-            "requests/s", agent_on(), lambda a: agent_off_nginx(a, "default"), PAIRS)
-        results["churn_off"] = bench.compare(
-            "nginx + wrk, a connection per request, `--flow-bytes off` (no target)", nginx.run,
-            "requests/s", agent_on("--flow-bytes", "off"),
-            lambda a: agent_off_nginx(a, "`--flow-bytes off`"), PAIRS)
-        results["churn_counters"] = bench.compare(
-            "nginx + wrk, a connection per request, `--flow-bytes counters` (no target)",
-            nginx.run, "requests/s", agent_on("--flow-bytes", "counters"),
-            lambda a: agent_off_nginx(a, "`--flow-bytes counters`"), PAIRS)
-
-        def floor_on():
-            return hold_on([os.path.join(BUILD, "hold"),
-                            os.path.join(BUILD, "flow_floor.bpf.o")])
-
-
-        results["churn_floor"] = bench.compare(
-            "nginx + wrk, a connection per request, floor: empty programs, no agent (no target)",
-            nginx.run, "requests/s", floor_on, hold_off, PAIRS)
-        timewait = list(nginx.timewait)
+        churn = (("churn", "default `--flow-bytes`", agent_on(), "default"),
+                 ("churn_off", "`--flow-bytes off` (no target)", agent_on("--flow-bytes", "off"),
+                  "`--flow-bytes off`"),
+                 ("churn_counters", "`--flow-bytes counters` (no target)",
+                  agent_on("--flow-bytes", "counters"), "`--flow-bytes counters`"))
+        for key, case, on, label in churn:
+            results[key] = churn_windows(
+                bench, nginx, f"{CHURN}, {case}", on,
+                lambda a, label=label: agent_off_nginx(a, label))
+        results["churn_floor"] = churn_windows(
+            bench, nginx, f"{CHURN}, floor: empty programs, no agent (no target)",
+            lambda: hold_on([os.path.join(BUILD, "hold"),
+                             os.path.join(BUILD, "flow_floor.bpf.o")]), hold_off)
+        for label, rows in CHURN_CHECKS.items():
+            conns = sum(r[0] for r in rows)
+            opens = sum(r[1] for r in rows)
+            checks.append(
+                f"- nginx + wrk, {label}: {conns:.0f} server connections counted by the "
+                f"{len(rows)} agents, {opens} accepted by the host (PassiveOpens) from each "
+                "agent's up + 1 s to its stop (the agents count from their attach, a second or "
+                "more before that: the counts are the larger); flow events lost "
+                f"{sum(r[2] for r in rows):.0f}; agent's own CPU "
+                f"{100 * min(r[3] for r in rows):.2f}-{100 * max(r[3] for r in rows):.2f}% "
+                "of one CPU")
 
         events = per_event(iperf, nginx)
 
-        def verdict(r, target):
+        def median_verdict(r, target):
             # four decimals: 0.9796 must not print as a "0.980" that misses 0.98
             return f"{r:.4f} (target >= {target}: {'met' if r >= target else '**not met**'})"
 
+        def lower_verdict(row, target):
+            return verdict(-row["gmean"], -row["ci"][0], -row["ci"][1], -target)
+
         bench.text("Verdict (median of the per-pair ratios):\n\n"
-                   f"- connections only (`off`), iperf3 128 KiB: {verdict(results['off'], 0.99)}\n"
+                   f"- connections only (`off`), iperf3 128 KiB: "
+                   f"{median_verdict(results['off'], 0.99)}\n"
                    f"- bytes per call (`calls`, default on 6.3+), iperf3 128 KiB: "
-                   f"{verdict(results['calls'], 0.98)}\n"
+                   f"{median_verdict(results['calls'], 0.98)}\n"
                    f"- bytes from TCP's counters (`counters`), iperf3 128 KiB: "
-                   f"{verdict(results['counters'], 0.98)}\n"
+                   f"{median_verdict(results['counters'], 0.98)}\n"
                    f"- `calls`, iperf3 1 KiB (no target; 128 times the calls per byte): "
                    f"{results['calls1k']:.3f}\n"
-                   f"- connection churn, nginx + wrk: {verdict(results['churn'], 0.97)}; "
-                   f"with `--flow-bytes off` (no target): {results['churn_off']:.3f}; "
+                   f"- connection churn, nginx + wrk (geometric mean of the window pairs' "
+                   f"ratios, 95% interval): {interval(results['churn'])}, target >= 0.97: "
+                   f"{lower_verdict(results['churn'], 0.97)}; "
+                   f"with `--flow-bytes off` (no target): {interval(results['churn_off'])}; "
                    f"with `--flow-bytes counters` (no target): "
-                   f"{results['churn_counters']:.3f}; the floor (empty programs on the same "
-                   f"tracepoints, no agent): {results['churn_floor']:.3f}")
-        bench.text("TIME_WAIT sockets (`ss -s`) after each nginx + wrk run, in the order run: "
-                   + ", ".join(map(str, timewait)) + ".")
-        bench.text("What the agent counted in the B runs (a check that the programs ran; "
+                   f"{interval(results['churn_counters'])}; the floor (empty programs on the "
+                   f"same tracepoints, no agent): {interval(results['churn_floor'])}")
+        bench.text("TIME_WAIT sockets (`ss -s`) at the end of each nginx + wrk case, in the "
+                   "order run: " + ", ".join(map(str, nginx.timewait)) + ".")
+        bench.text("What the agent counted in the B runs and windows (a check that the "
+                   "programs ran; "
                    "scraped after each run):\n\n" + "\n".join(checks))
 
         lines = ["Per-event cost: `kernel.bpf_stats_enabled=1` (restored afterwards), the agent "
