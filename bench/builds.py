@@ -3,7 +3,8 @@
 
   bench/builds.py OLD NEW [--modules sched] [--stressor switch] [--pairs 30]
 
-OLD and NEW are plumb binaries (e.g. one built in a git worktree). `stress-ng --STRESSOR 1` runs
+OLD and NEW are plumb binaries (e.g. one built in a git worktree), or `floor`: build/hold with
+build/sched_floor.bpf.o, an empty program on sched_switch and no agent. `stress-ng --STRESSOR 1` runs
 on CPU 1 throughout; windows alternate between OLD's agent on and NEW's agent on (order
 alternating pair by pair), each 1.5 s of the host's context-switch rate from 1 s after the
 agent came up. Prints the geometric mean of the pairs' ratios NEW/OLD with its 95% interval,
@@ -21,22 +22,33 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "integration"))
 import lib  # noqa: E402
-from ab import _row  # noqa: E402
+from ab import _row, hold_off, hold_on  # noqa: E402
 from lib import Agent, Cleanup  # noqa: E402
 from sched import ctxt, storm_load  # noqa: E402
 
 WINDOW_S, SETTLE_S = 1.5, 1.0
+BUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build")
+
+
+def measure():
+    time.sleep(SETTLE_S)
+    c0, t0 = ctxt(), time.monotonic()
+    time.sleep(WINDOW_S)
+    return (ctxt() - c0) / (time.monotonic() - t0)
 
 
 def window(binary, modules):
+    if binary == "floor":
+        p = hold_on([os.path.join(BUILD, "hold"), os.path.join(BUILD, "sched_floor.bpf.o")])
+        try:
+            return measure()
+        finally:
+            hold_off(p)
     lib.PLUMB = binary
     c = Cleanup()
     try:
         Agent(c, "--modules", modules, wait_for_module=False)
-        time.sleep(SETTLE_S)
-        c0, t0 = ctxt(), time.monotonic()
-        time.sleep(WINDOW_S)
-        return (ctxt() - c0) / (time.monotonic() - t0)
+        return measure()
     finally:
         c.run()
 
@@ -52,7 +64,7 @@ def main():
     if os.geteuid() != 0:
         sys.exit("builds.py: needs root (it loads BPF programs)")
     for b in (args.old, args.new):
-        if not os.access(b, os.X_OK):
+        if b != "floor" and not os.access(b, os.X_OK):
             sys.exit(f"builds.py: {b}: not an executable")
     load = Cleanup()
     old, new = [], []

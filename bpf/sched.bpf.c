@@ -64,11 +64,24 @@ const volatile bool close_at_switch_in = false;
  * Hypervisor steal: a kernel with CONFIG_PARAVIRT_TIME_ACCOUNTING takes the time the
  * hypervisor ran something else on a CPU out of the CPU time of the thread that was on it, and
  * keeps it per run queue (rq->prev_steal_time_rq, folded in at each clock update). User space
- * sets this when the kernel has the field and the host has had steal: every switch then takes
- * the CPU's steal so far, for the thread leaving and the one arriving. Elsewhere steal is in
- * the CPU time, or there is none, and switches do not pay for it.
+ * sets this when the kernel has the field and the host has had steal: every switch then reads
+ * the CPU's steal so far, and what came since the CPU's last switch is the leaving thread's.
+ * Elsewhere steal is in the CPU time, or there is none, and switches do not pay for it.
  */
 __u32 steal_on = 0;
+
+/*
+ * Per CPU, not per thread: a switch compares the CPU's steal with its own slot (an inlined
+ * lookup) and touches the leaving thread's storage only when there was steal, which is rare
+ * between two switches; a per-thread start cost a storage lookup for the arriving thread and
+ * one for every preempted thread: 17 ns a switch (bpf_stats, switch storm).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sched_steal_cpu);
+} sched_steal SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH); /* preallocated: updated under the run-queue lock */
@@ -128,12 +141,25 @@ static __always_inline __u64 task_rq_clock(struct task_struct *t)
 	return cfs && cfs->rq ? cfs->rq->clock : 0;
 }
 
-/* A thread leaves its CPU: the steal of its time there (steal_on). */
-static __always_inline void steal_out(struct sched_thread *t, __u64 steal)
+/*
+ * A switch on this CPU (steal_on): the steal since the last one, which belongs to prev if that
+ * switch brought prev in (a switch not seen, as at a handover, loses the slice), and the slot
+ * moves on to next.
+ */
+static __always_inline __u64 steal_switch(struct task_struct *prev, struct task_struct *next)
 {
-	if (t->steal_open && steal >= t->steal_in)
-		t->steal_ns += steal - t->steal_in;
-	t->steal_open = 0;
+	__u32 zero = 0;
+	struct sched_steal_cpu *c = bpf_map_lookup_elem(&sched_steal, &zero);
+	__u64 steal = task_steal(prev), d = 0;
+
+	if (!c)
+		return 0;
+	if (c->valid && c->tid == prev->pid && steal > c->last)
+		d = steal - c->last;
+	c->last = steal;
+	c->tid = next->pid;
+	c->valid = 1;
+	return d;
 }
 
 /* When a waking task was enqueued, on the same clock: its run delay starts there. */
@@ -533,7 +559,7 @@ static __always_inline void episode_close(struct sched_thread *t, __u64 now)
  * before the scheduler's accounting of the switch, so last_queued still holds the enqueue
  * of its wakeup (sched_info_arrive clears it afterwards).
  */
-static __always_inline void switch_in(struct task_struct *next, __u64 steal)
+static __always_inline void switch_in(struct task_struct *next)
 {
 	struct sched_thread *t;
 	__u64 queued;
@@ -541,13 +567,7 @@ static __always_inline void switch_in(struct task_struct *next, __u64 steal)
 	if (!next->pid)
 		return; /* the idle task */
 	t = bpf_task_storage_get(&sched_threads, next, NULL, 0);
-	if (!t)
-		return;
-	if (steal_on) {
-		t->steal_in = steal;
-		t->steal_open = 1;
-	}
-	if (!close_at_switch_in || !t->off_ns)
+	if (!t || !t->off_ns)
 		return;
 	queued = bpf_core_field_exists(next->sched_info) ? next->sched_info.last_queued : 0;
 	episode_close(t, queued ? queued : task_rq_clock(next));
@@ -559,20 +579,20 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 {
 	struct sched_thread *t;
 	__u32 kind = SCHED_SLEEP;
-	__u64 now, steal = 0;
+	__u64 now, stolen = 0;
 
 	if (!gate_open())
 		return 0;
 	if (steal_on)
-		steal = task_steal(prev);
-	if (close_at_switch_in || steal_on)
-		switch_in(next, steal);
+		stolen = steal_switch(prev, next);
+	if (close_at_switch_in)
+		switch_in(next);
 	if (preempt || !prev_state || (prev_state & TASK_DEAD) || !task_state(prev)) {
 		/* runnable: only its steal, if any (the idle task has no storage) */
-		if (steal_on && prev->pid) {
+		if (stolen && prev->pid) {
 			t = bpf_task_storage_get(&sched_threads, prev, NULL, 0);
 			if (t)
-				steal_out(t, steal);
+				t->steal_ns += stolen;
 		}
 		return 0;
 	}
@@ -581,8 +601,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		count_lost(SCHED_LOST_STORAGE);
 		return 0;
 	}
-	if (steal_on)
-		steal_out(t, steal);
+	t->steal_ns += stolen;
 	now = task_rq_clock(prev);
 	if (!now)
 		return 0;
@@ -701,11 +720,16 @@ static __always_inline void record_fill(struct sched_record *r, struct task_stru
 	__builtin_memcpy(r->wait_n, t->wait_n, sizeof(r->wait_n));
 	r->futex_wakes = t->futex_wakes;
 	r->steal_ns = t->steal_ns;
-	if (t->steal_open) { /* on a CPU now: its steal there so far */
-		__u64 steal = task_steal(task);
+	if (steal_on && r->tid) { /* on a CPU now: its steal there so far */
+		__u32 zero = 0, cpu = BPF_CORE_READ(task, thread_info.cpu);
+		struct sched_steal_cpu *c = bpf_map_lookup_percpu_elem(&sched_steal, &zero, cpu);
+		__u64 steal;
 
-		if (steal > t->steal_in)
-			r->steal_ns += steal - t->steal_in;
+		if (c && c->valid && c->tid == r->tid) {
+			steal = task_steal(task);
+			if (steal > c->last)
+				r->steal_ns += steal - c->last;
+		}
 	}
 	r->slot = t->slot;
 	r->slot_val = t->slot_val;

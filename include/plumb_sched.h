@@ -77,6 +77,16 @@ struct wait_val {
 	__u64 last_ns; /* wait_bri: when the thread last flushed its waits here */
 };
 
+/*
+ * Per CPU (steal_on): the CPU's steal (rq->prev_steal_time_rq) at its last context switch, and
+ * the thread switched in then: the steal since is that thread's, added at its switch-out.
+ */
+struct sched_steal_cpu {
+	__u64 last;
+	__u32 tid;
+	__u32 valid; /* 0 until the CPU's first switch with steal_on */
+};
+
 /* Per thread, in task storage: the off-CPU time the kernel does not count itself. */
 struct sched_thread {
 	__u64 off_ns; /* run-queue clock at the blocking switch-out; 0 while not off */
@@ -84,10 +94,8 @@ struct sched_thread {
 	__u64 ns[SCHED_OFF_KINDS]; /* closed episodes; SCHED_BLOCK includes SCHED_IOWAIT */
 	__u32 off_kind; /* enum sched_off of the open episode */
 	__u32 open_woken; /* the open futex wait was ended by a futex wake (sched_waking) */
-	/* hypervisor steal while on a CPU (steal_on): closed slices, and the open one's start */
-	__u64 steal_ns, steal_in; /* steal_in: its CPU's rq->prev_steal_time_rq at switch-in */
-	__u32 steal_open; /* on a CPU, steal_in taken (0: off, or on since before steal_on) */
-	__u32 pad;
+	/* hypervisor steal while on a CPU (steal_on): its ended slices (the open one: sched_steal) */
+	__u64 steal_ns;
 	/* the wait module: per-kind totals, the open wait, and the resource being accumulated */
 	__u64 wait_ns[WAIT_KINDS], wait_n[WAIT_KINDS];
 	__u64 futex_wakes; /* wakes this thread did that woke a futex waiter */
