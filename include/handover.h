@@ -7,17 +7,26 @@
 #define PLUMB_HANDOVER_H
 
 /*
- * The one entry of a module's plumb_gate map: the generation of the programs that are to
- * count (a rodata constant set at load). An agent taking over attaches its programs beside
- * the old ones, then moves generation to its own in one write; each CPU follows at its next
- * event (plumb_gate_cpu, bpf/gate.bpf.h), so every event is counted by exactly one of them.
- * object_hash names the BPF object the maps were made for and its settings (its read-only
- * data): an agent adopts them only from the same object, set alike.
+ * The one entry of a module's plumb_gate map: the generation of the programs that count now
+ * (a rodata constant set at load), and object_hash, which names the BPF object the maps were
+ * made for and its settings (its read-only data): an agent adopts them only from the same
+ * object, set alike. Read by user space only: the programs read their CPU's handover_gate_cpu.
  */
 struct handover_gate {
 	__u32 generation;
 	__u32 pad;
 	__u64 object_hash;
+};
+
+/*
+ * Per CPU (plumb_gate_cpu, bpf/gate.bpf.h): the generation whose programs count on this CPU,
+ * and the one user space wants. An agent taking over attaches its programs beside the old
+ * ones, then sets want on every CPU; each CPU moves cur at its next event, so every event is
+ * counted by exactly one of them. One 8-byte word: a CPU reads both fields from one line.
+ */
+struct handover_gate_cpu {
+	__u32 cur;
+	__u32 want;
 };
 
 #endif

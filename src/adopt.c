@@ -211,10 +211,12 @@ int adopt_maps(struct adopt *a, const char *pin, const char *module,
 }
 
 /*
- * Each CPU moves to the new generation at the first event an old program sees there after the
- * gate moved (bpf/gate.bpf.h). Once the old links go, no old program runs to move a CPU that
- * had no event meanwhile (an idle one): after ADOPT_CPU_WAIT_MS the ones left are moved from
- * here (an event in progress on such a CPU at that instant could count twice).
+ * Sets every CPU's want to the new generation; each CPU moves to it at the first event an old
+ * program sees there (bpf/gate.bpf.h). Programs change cur only once want differs from it, so
+ * the cur values read here are still current when written back. Once the old links go, no old
+ * program runs to move a CPU that had no event meanwhile (an idle one): after
+ * ADOPT_CPU_WAIT_MS the ones left are moved from here (an event in progress on such a CPU at
+ * that instant could count twice).
  */
 #define ADOPT_CPU_WAIT_MS 200
 
@@ -222,24 +224,30 @@ static int gate_cpus_settle(struct bpf_object *obj, unsigned int generation)
 {
 	struct bpf_map *cpus = bpf_object__find_map_by_name(obj, "plumb_gate_cpu");
 	int n = libbpf_num_possible_cpus(), fd, moved = 0;
-	__u64 v[1024]; /* a per-CPU value of 4 bytes takes 8 for each CPU */
+	struct handover_gate_cpu v[1024]; /* 8 bytes: a per-CPU value's slot for each CPU */
 	__u32 zero = 0;
 
-	if (!cpus || n <= 0 || n > 1024)
+	if (!cpus || n <= 0 || n > 1024 || bpf_map__value_size(cpus) != sizeof(v[0]))
 		return -EINVAL;
 	fd = bpf_map__fd(cpus);
+	if (bpf_map_lookup_elem(fd, &zero, v))
+		return -errno;
+	for (int i = 0; i < n; i++)
+		v[i].want = generation;
+	if (bpf_map_update_elem(fd, &zero, v, BPF_ANY))
+		return -errno;
 	for (int waited = 0; waited <= ADOPT_CPU_WAIT_MS; waited++) {
 		if (bpf_map_lookup_elem(fd, &zero, v))
 			return -errno;
 		moved = 0;
 		for (int i = 0; i < n; i++)
-			moved += (__u32)v[i] == generation;
+			moved += v[i].cur == generation;
 		if (moved == n)
 			return 0;
 		usleep(1000);
 	}
 	for (int i = 0; i < n; i++)
-		v[i] = generation;
+		v[i].cur = v[i].want = generation;
 	pr_info("pin: %d of %d CPUs had no event in %d ms: moved to the new programs\n", n - moved,
 		n, ADOPT_CPU_WAIT_MS);
 	return bpf_map_update_elem(fd, &zero, v, BPF_ANY) ? -errno : 0;
