@@ -89,7 +89,7 @@ def gate_price(cpu, f):
         gated.append(run_times(cpu, ["--floor", "--no-latency", "--gate"], f))
     out = ["## The handover gate's price", "",
            "Every program of every module first checks the handover gate (bpf/gate.bpf.h: "
-           "two array lookups of a constant key, one per CPU, which the verifier inlines, and "
+           "one per-CPU array lookup of a constant key, which the verifier inlines, and two "
            "compares with a read-only constant). Exit programs that only check "
            f"it against empty ones on the same tracepoints, {GATE_ROUNDS} alternating runs "
            "(each 1,000,000 calls per program after 5 pairs of wall-time batches), the "
