@@ -54,6 +54,8 @@ struct tracked {
 	char comm[16];
 	char why[200];
 	bool seed;
+	bool counted; /* since is set: the thread has had an interval counted */
+	size_t since; /* its first counted interval */
 	double sum[2][SCHED_QUANTITIES]; /* per window (0 baseline, 1 observation): totals */
 };
 
@@ -66,6 +68,7 @@ struct series {
 	bool total; /* the sum of a cause's resources */
 	bool file; /* epoll_file_wait: a file registered in an instance (evidence, no finding) */
 	double *v; /* per interval: thread-seconds per second */
+	size_t since; /* the first interval in which every thread it has is counted */
 	double *file_base; /* --baseline: the recording's values */
 	size_t nfile;
 };
@@ -375,12 +378,14 @@ static struct series *series_get(struct diag *d, enum diag_cause cause, const ch
 }
 
 static void series_add(struct diag *d, enum diag_cause cause, const char *key, const char *resource,
-		       double v)
+		       size_t since, double v)
 {
 	struct series *s = series_get(d, cause, key, resource);
 
-	if (s)
+	if (s) {
 		s->v[d->nint] += v;
+		s->since = s->since > since ? s->since : since;
+	}
 }
 
 static const enum diag_cause kind_cause[WAIT_KINDS] = {
@@ -462,6 +467,18 @@ static void epoll_files_charge(struct diag *d, const struct wait_key *k, uint32_
 		d->series_full = true;
 }
 
+/*
+ * A thread tracked from the observation window on (it joined the set then: it began to wait
+ * on what a tracked thread waits on, or to hold its other end) has no baseline in this run:
+ * counted in no series, it would be a rise from zero (a clean pipeline run named the stage
+ * that joined late, waiting on its full output pipe as it always had). It stays in the
+ * tracking list. With a --baseline recording the baseline is the recording's: all count.
+ */
+static bool late(const struct diag *d, const struct tracked *x)
+{
+	return !d->o->baseline[0] && x->since >= d->nbase;
+}
+
 /* One interval: the tracked threads' changes since the last snapshot, as signals. */
 static void interval_add(struct diag *d, const struct sched_thread_sample *t, size_t n,
 			 const struct sched_wait_sample *w, size_t nw, double secs)
@@ -477,21 +494,28 @@ static void interval_add(struct diag *d, const struct sched_thread_sample *t, si
 
 		if (!cur || !old)
 			continue; /* gone, or new in this interval: from the next one on */
+		if (!x->counted) {
+			x->counted = true;
+			x->since = d->nint;
+		}
+		if (late(d, x))
+			continue;
 		for (int k = 0; k < SCHED_QUANTITIES; k++) {
 			q[k] = cur->q[k] > old->q[k] ? (double)(cur->q[k] - old->q[k]) : 0;
 			x->sum[window][k] += q[k];
 		}
-		series_add(d, DIAG_CPU, "cpu", "run-queue wait (runnable, no CPU)",
+		series_add(d, DIAG_CPU, "cpu", "run-queue wait (runnable, no CPU)", x->since,
 			   q[Q_RQ] / 1e9 / secs);
 		series_add(d, DIAG_DISK, "disk", "blocked (uninterruptible, I/O wait included)",
-			   q[Q_BLOCK] / 1e9 / secs);
+			   x->since, q[Q_BLOCK] / 1e9 / secs);
 		/* poll and select name no resource the module could read: per thread only */
-		series_add(d, DIAG_EPOLL, "poll", "poll/select waits",
+		series_add(d, DIAG_EPOLL, "poll", "poll/select waits", x->since,
 			   q[Q_WAIT_NS + WAIT_POLL] / 1e9 / secs);
 	}
 	for (size_t i = 0; i < nw; i++) {
 		const struct sched_wait_sample *old;
 		const struct sched_thread_sample *cur = NULL;
+		const struct tracked *x = NULL;
 		struct series *s;
 		char key[96], name[240];
 		enum diag_cause cause;
@@ -500,9 +524,11 @@ static void interval_add(struct diag *d, const struct sched_thread_sample *t, si
 		if (w[i].key.kind >= WAIT_KINDS || kind_cause[w[i].key.kind] == DIAG_CAUSES)
 			continue;
 		for (size_t k = 0; k < d->ntracked && !cur; k++)
-			if (d->tracked[k].tid == w[i].key.tid)
-				cur = sample_find(t, n, w[i].key.tid, d->tracked[k].start_ns);
-		if (!cur)
+			if (d->tracked[k].tid == w[i].key.tid) {
+				x = &d->tracked[k];
+				cur = sample_find(t, n, w[i].key.tid, x->start_ns);
+			}
+		if (!cur || !x->counted || late(d, x))
 			continue;
 		old = wait_find(d->prev_waits, d->nprev_waits, &w[i].key);
 		if (!sample_find(d->prev, d->nprev, cur->tid, cur->start_ns))
@@ -519,8 +545,10 @@ static void interval_add(struct diag *d, const struct sched_thread_sample *t, si
 			s->wkey = w[i].key;
 			s->pid = cur->pid;
 		}
-		if (s)
+		if (s) {
 			s->v[d->nint] += v;
+			s->since = s->since > x->since ? s->since : x->since;
+		}
 		if (w[i].key.bri == BRI_EPOLL && v > 0)
 			epoll_files_charge(d, &w[i].key, cur->pid, v);
 		snprintf(key, sizeof(key), "%s:*", wait_kind_names[w[i].key.kind]);
@@ -529,6 +557,7 @@ static void interval_add(struct diag *d, const struct sched_thread_sample *t, si
 		if (s) {
 			s->total = true;
 			s->v[d->nint] += v;
+			s->since = s->since > x->since ? s->since : x->since;
 		}
 	}
 	d->int_s[d->nint] = secs;
@@ -565,8 +594,9 @@ static void series_compare(struct diag *d, struct series *s, struct diag_result 
 	if (d->o->baseline[0])
 		diag_compare(s->nfile ? s->file_base : &zero, s->nfile ? s->nfile : 1, s->v,
 			     d->nint, r);
-	else
-		diag_compare(s->v, d->nbase, s->v + d->nbase, d->nint - d->nbase, r);
+	else /* the baseline from the interval all its threads are counted in */
+		diag_compare(s->v + s->since, s->since < d->nbase ? d->nbase - s->since : 0,
+			     s->v + d->nbase, d->nint - d->nbase, r);
 }
 
 static size_t findings_make(struct diag *d, struct finding **out)
