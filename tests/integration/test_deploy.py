@@ -294,13 +294,16 @@ class UnitAgent(Agent):
         self.port = free_port()
         self.log = tempfile.TemporaryFile(mode="w+")
         self.started = time.monotonic()
+        self.child = None
         self.proc = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "slave", "--uts", "--ipc",
              sys.executable, os.path.abspath(__file__), "--as-unit", str(self.port),
              str(trace.fileno())],
             stdout=self.log, stderr=subprocess.STDOUT, pass_fds=(trace.fileno(),))
         cleanup.add(self.stop)
-        deadline = time.time() + 30
+        # under strace -f, in a 6.1 guest alone, every module's load took over 30 s (lib.Agent
+        # allows emulated guests 180 s)
+        deadline = time.time() + (180 if EMULATED else 30)
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"agent exited with {self.proc.returncode}: {self.output()}")
@@ -319,6 +322,15 @@ class UnitAgent(Agent):
     def stop(self):
         """SIGTERM to plumb (to strace it would detach and leave plumb running); strace exits
         with plumb's status."""
+        if self.child is None and self.proc.poll() is None:  # it did not come up
+            try:
+                with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+                    self.child = int(f.read().split()[0])
+            except (OSError, IndexError, ValueError):
+                self.proc.kill()  # strace's child not there yet (or gone)
+                self.proc.wait()
+        if self.child is None:
+            return self.proc.returncode
         if self.proc.poll() is None:
             try:
                 os.kill(self.child, signal.SIGTERM)

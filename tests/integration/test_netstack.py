@@ -1238,8 +1238,14 @@ def main():
                   + SOFTIRQ_NOT_EMULATED)
             scenarios = [x for x in scenarios if x[1] is not scenario_softirq]
         for name, fn in scenarios:
-            runner.run(f"netstack bottleneck: {name}, {NEED} of {TRIALS} trials, clean too",
-                       run_scenario, fn, hosts)
+            title = f"netstack bottleneck: {name}, {NEED} of {TRIALS} trials, clean too"
+            if fn in (scenario_qdisc, scenario_slow_reader):
+                # the guests keep (e), whose path (bridge, netfilter) differs most by kernel
+                runner.run_host("the verdict is user-space analysis of stages whose data the "
+                                "tests above check on every kernel (qdisc under TBF, a "
+                                "lagging reader)", title, run_scenario, fn, hosts)
+            else:
+                runner.run(title, run_scenario, fn, hosts)
     except Exception as e:
         runner.failed += 1
         print(f"FAIL setup: {e}")

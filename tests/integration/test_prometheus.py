@@ -61,8 +61,9 @@ def main():
     runner = Runner()
     cleanup = Cleanup()
     try:
-        runner.run("prometheus: increase() of write bytes matches the workload", test_increase_matches,
-                   cleanup)
+        runner.run_host("Prometheus and PromQL over io's counters, which test_io checks exactly"
+                        " on every kernel", "prometheus: increase() of write bytes matches the"
+                        " workload", test_increase_matches, cleanup)
     finally:
         cleanup.run()
     return runner.finish()

@@ -18,6 +18,8 @@ import warnings
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import EMULATED, PLUMB, Cleanup, Runner, free_port, require_root, sh  # noqa: E402
 
+USER_SPACE = "TLS, basic auth and the HTTP server are user space: the same on every kernel"
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     import crypt  # libcrypt's bcrypt; deprecated in 3.11, present in Debian 12's 3.11
@@ -243,15 +245,13 @@ def main():
     runner = Runner()
     cleanup = Cleanup()
     try:
-        files = Files(cleanup)
-        runner.run("web config: TLS and basic auth (bcrypt)", test_tls_and_auth, cleanup, files)
-        runner.run("web config: min_version TLS13 refuses TLS 1.2", test_min_version, cleanup,
-                   files)
-        runner.run("web config: plain HTTP off loopback warns", test_plain_warning, cleanup,
-                   files)
-        runner.run("web config: bad files, one line, exit 1", test_bad_configs, cleanup, files)
-        runner.run("http: slow clients cannot hold the server", test_slow_clients, cleanup,
-                   files)
+        files = None if EMULATED else Files(cleanup)
+        for name, fn in (("web config: TLS and basic auth (bcrypt)", test_tls_and_auth),
+                         ("web config: min_version TLS13 refuses TLS 1.2", test_min_version),
+                         ("web config: plain HTTP off loopback warns", test_plain_warning),
+                         ("web config: bad files, one line, exit 1", test_bad_configs),
+                         ("http: slow clients cannot hold the server", test_slow_clients)):
+            runner.run_host(USER_SPACE, name, fn, cleanup, files)
     finally:
         cleanup.run()
     return runner.finish()

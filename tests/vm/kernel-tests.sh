@@ -10,7 +10,10 @@
 #   unsupported here, for the reason --check gives.
 #
 #   Result lines (everything else is the tests' own output):
-#     == result <module> <file> <passed> <failed> <seconds>
+#     == result <module> <file> <passed> <failed> <seconds> <host>
+#   <host>: the file's tests left to the host in an emulated guest ("HOST <name>: <reason>"
+#   lines, lib.Runner.run_host: user-space code, the same on every kernel, which make test
+#   runs on the host before CI's make test-kernels).
 #     == unsupported <module> <reason>
 #   --list prints "<module> <file>" for each test file and exits.
 # Exit status: 0 when every test that ran passed, 1 otherwise. Needs root and a built tree.
@@ -67,7 +70,8 @@ for m in $modules; do
 		# a file that crashed or printed no summary counts as one failure, as in run-all.sh
 		if [ "$rc" != 0 ] && [ "${failed:-0}" = 0 ]; then failed=$((${failed:-0} + 1)); fi
 		[ "${failed:-0}" = 0 ] || status=1
-		echo "== result $m $f ${passed:-0} ${failed:-0} $(($(date +%s) - t0))"
+		echo "== result $m $f ${passed:-0} ${failed:-0} $(($(date +%s) - t0))" \
+			"$(grep -ac '^HOST ' "$out")"
 	done
 done
 exit $status

@@ -7,7 +7,9 @@
 #       tests/vm/fetch-kernel.sh, each in a qemu guest booted by tests/vm/run.sh.
 #   On every kernel tests/vm/kernel-tests.sh asks `plumb agent --check` which modules can
 #   run there and runs their tests; a module that cannot is shown as unsupported, with the
-#   reason. Full output of each kernel: build/test-kernels/<kernel release>.log (and the
+#   reason. The table's "host" column counts the tests a guest left to the host (user-space
+#   code, the same on every kernel: tests/integration/lib.py, Runner.run_host); on the host
+#   they run. Full output of each kernel: build/test-kernels/<kernel release>.log (and the
 #   guest's kernel console in <release>.console); the tail of each log with a failure is
 #   printed after the table.
 #   The tree must be built (make all build/iowork build/schedwork build/waitwork): the guests run the host's build.
@@ -128,18 +130,19 @@ fi
 modules=$(tests/vm/kernel-tests.sh --list | awk '!seen[$1]++ { print $1 }')
 total_passed=0 total_failed=0 bad=()
 echo
-printf '%-30s %-8s %-12s %7s %7s %8s  %s\n' kernel module result passed failed time note
+printf '%-30s %-8s %-12s %7s %7s %5s %8s  %s\n' kernel module result passed failed host time note
 for k in "${kernels[@]}"; do
 	log=$LOGS/$k.log
 	for m in $modules; do
 		nfiles=$(tests/vm/kernel-tests.sh --list | awk -v m="$m" '$1 == m' | wc -l)
 		unsupported=$(sed -n "s/^== unsupported $m //p" "$log" 2>/dev/null | head -n 1)
-		read -r nres p f t < <(awk -v m="$m" '$1 == "==" && $2 == "result" && $3 == m {
-			n++; p += $5; f += $6; t += $7 } END { print n + 0, p + 0, f + 0, t + 0 }' "$log" 2>/dev/null ||
-			echo 0 0 0 0)
+		read -r nres p f t h < <(awk -v m="$m" '$1 == "==" && $2 == "result" && $3 == m {
+			n++; p += $5; f += $6; t += $7; h += $8 }
+			END { print n + 0, p + 0, f + 0, t + 0, h + 0 }' "$log" 2>/dev/null ||
+			echo 0 0 0 0 0)
 		note=""
 		if [ -n "$unsupported" ]; then
-			result=unsupported p=- f=- t=- note=$unsupported
+			result=unsupported p=- f=- t=- h=- note=$unsupported
 		elif [ -n "${err[$k]:-}" ] || [ "$nres" -lt "$nfiles" ]; then
 			result=error f=$((f + nfiles - nres)) t=$(mmss "$t")
 			note="${err[$k]:-no result from $((nfiles - nres)) of $nfiles test files}"
@@ -152,7 +155,8 @@ for k in "${kernels[@]}"; do
 		if [ "$result" = FAIL ] || [ "$result" = error ]; then
 			case " ${bad[*]:-} " in *" $k "*) ;; *) bad+=("$k") ;; esac
 		fi
-		printf '%-30s %-8s %-12s %7s %7s %8s  %s\n' "$k (${how[$k]})" "$m" "$result" "$p" "$f" "$t" "$note"
+		printf '%-30s %-8s %-12s %7s %7s %5s %8s  %s\n' "$k (${how[$k]})" "$m" "$result" "$p" "$f" \
+			"$h" "$t" "$note"
 	done
 done
 echo
