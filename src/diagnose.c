@@ -377,15 +377,26 @@ static struct series *series_get(struct diag *d, enum diag_cause cause, const ch
 	return s;
 }
 
+/*
+ * A thread's share of a resource's series: the series' baseline starts at the latest join of
+ * its threads (before that, the resource's wait was not looked for). Not for a total over
+ * every tracked thread (cpu, disk, poll, "kind:*"), which keeps its whole baseline: a thread's
+ * join adds its part from then on, and cutting the baseline at each join left the totals of a
+ * run with a late helper thread too few intervals to find anything (a 6.12 guest's disk run).
+ */
+static void series_join(struct series *s, const struct tracked *x)
+{
+	if (s->since < x->since)
+		s->since = x->since;
+}
+
 static void series_add(struct diag *d, enum diag_cause cause, const char *key, const char *resource,
-		       size_t since, double v)
+		       double v)
 {
 	struct series *s = series_get(d, cause, key, resource);
 
-	if (s) {
+	if (s)
 		s->v[d->nint] += v;
-		s->since = s->since > since ? s->since : since;
-	}
 }
 
 static const enum diag_cause kind_cause[WAIT_KINDS] = {
@@ -504,12 +515,12 @@ static void interval_add(struct diag *d, const struct sched_thread_sample *t, si
 			q[k] = cur->q[k] > old->q[k] ? (double)(cur->q[k] - old->q[k]) : 0;
 			x->sum[window][k] += q[k];
 		}
-		series_add(d, DIAG_CPU, "cpu", "run-queue wait (runnable, no CPU)", x->since,
+		series_add(d, DIAG_CPU, "cpu", "run-queue wait (runnable, no CPU)",
 			   q[Q_RQ] / 1e9 / secs);
 		series_add(d, DIAG_DISK, "disk", "blocked (uninterruptible, I/O wait included)",
-			   x->since, q[Q_BLOCK] / 1e9 / secs);
+			   q[Q_BLOCK] / 1e9 / secs);
 		/* poll and select name no resource the module could read: per thread only */
-		series_add(d, DIAG_EPOLL, "poll", "poll/select waits", x->since,
+		series_add(d, DIAG_EPOLL, "poll", "poll/select waits",
 			   q[Q_WAIT_NS + WAIT_POLL] / 1e9 / secs);
 	}
 	for (size_t i = 0; i < nw; i++) {
@@ -547,7 +558,7 @@ static void interval_add(struct diag *d, const struct sched_thread_sample *t, si
 		}
 		if (s) {
 			s->v[d->nint] += v;
-			s->since = s->since > x->since ? s->since : x->since;
+			series_join(s, x);
 		}
 		if (w[i].key.bri == BRI_EPOLL && v > 0)
 			epoll_files_charge(d, &w[i].key, cur->pid, v);
@@ -557,7 +568,6 @@ static void interval_add(struct diag *d, const struct sched_thread_sample *t, si
 		if (s) {
 			s->total = true;
 			s->v[d->nint] += v;
-			s->since = s->since > x->since ? s->since : x->since;
 		}
 	}
 	d->int_s[d->nint] = secs;
@@ -1045,6 +1055,10 @@ static struct json_object *report_make(struct diag *d)
 			json_object_new_string_len(d->tracked[i].comm,
 						   (int)strnlen(d->tracked[i].comm, 16)));
 		json_object_object_add(o, "why", json_object_new_string(d->tracked[i].why));
+		/* false: joined in the observation window, counts in no signal (late()) */
+		json_object_object_add(
+			o, "counted",
+			json_object_new_boolean(d->tracked[i].counted && !late(d, &d->tracked[i])));
 		json_object_object_add(o, "sectors", thread_sectors_json(d, &d->tracked[i]));
 		json_object_array_add(tracking, o);
 	}
@@ -1101,11 +1115,14 @@ static void report_print(struct json_object *doc, bool explain)
 		for (size_t i = 0; i < nt; i++) {
 			struct json_object *o = json_object_array_get_idx(t, i);
 
-			printf("  tid %-7d pid %-7d %-16s %s\n",
+			printf("  tid %-7d pid %-7d %-16s %s%s\n",
 			       json_object_get_int(json_object_object_get(o, "tid")),
 			       json_object_get_int(json_object_object_get(o, "pid")),
 			       json_object_get_string(json_object_object_get(o, "comm")),
-			       json_object_get_string(json_object_object_get(o, "why")));
+			       json_object_get_string(json_object_object_get(o, "why")),
+			       json_object_get_boolean(json_object_object_get(o, "counted")) ?
+				       "" :
+				       " (not counted: joined in the observation window)");
 		}
 	}
 }

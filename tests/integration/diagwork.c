@@ -9,7 +9,9 @@
  *   diagwork stage                        copies records stdin -> stdout, 20 us of work each;
  *                                         5 ms once injected (a pipeline stage slows down)
  *   diagwork consume                      reads records from stdin, 200 us of work each: the
- *                                         slowest stage until the injection
+ *                                         slowest stage; once injected, the next 2048 records
+ *                                         with no work (it empties the full pipe and waits on
+ *                                         it a moment, as it never did before), then as before
  *   diagwork server PORT                  a TCP server on 127.0.0.1:PORT answering each 64-byte
  *                                         request after 50 us of work; 2 ms once injected
  *   diagwork client PORT                  sends a request, waits for the answer, works 300 us,
@@ -267,10 +269,15 @@ int main(int argc, char **argv)
 			write_full(1, rec, sizeof(rec));
 		}
 	} else if (!strcmp(argv[1], "consume")) {
+		int drain = 2048;
+
 		fprintf(stderr, "ready %d\n", getpid());
 		for (;;) {
 			read_full(0, rec, sizeof(rec));
-			spin_us(200);
+			if (injected() && drain > 0)
+				drain--;
+			else
+				spin_us(200);
 		}
 	} else if (!strcmp(argv[1], "server") && argc == 3) {
 		serve(atoi(argv[2]));

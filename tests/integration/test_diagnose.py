@@ -143,6 +143,28 @@ def scenario_pipeline(cleanup, inject):
     assert stage.pid in why and pipe in why[stage.pid], f"tracking: {report['tracking']}"
 
 
+def test_late_join(cleanup):
+    """The pipeline, the consumer the target: its input pipe is always full (the stage is the
+    faster), so it never waits there and the stage, blocked on that full pipe ~0.9 s/s, is not
+    tracked. 0.5 s into the observation the consumer empties the pipe once and waits on it a
+    moment: the stage joins then, a holder of its other end. Nothing changed in the workload:
+    the stage counts in no signal (it has no baseline in the run) and the verdict is clean.
+    Counted from its join, its pipe wait was a rise from nothing (make test once named it)."""
+    prod = subprocess.Popen([DIAGWORK, "produce"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    cleanup.add(lambda: prod.poll() is None and (prod.kill(), prod.wait()))
+    stage, _ = start(cleanup, "stage", stdin=prod.stdout, stdout=subprocess.PIPE)
+    cons, _ = start(cleanup, "consume", stdin=stage.stdout)
+    prod.stdout.close()
+    stage.stdout.close()
+    report = diagnose("--pid", str(cons.pid), inject=usr1(cons, True))
+    joined = [t for t in report["tracking"] if t["pid"] == stage.pid]
+    assert joined, f"the stage (pid {stage.pid}) never joined: {report['tracking']}"
+    if any(t["counted"] for t in joined):  # the consumer waited before: not the case wanted
+        raise Void(f"the stage joined in the baseline window: {joined}")
+    expect_clean(report, "a stage tracked from the observation window on")
+
+
 def scenario_dependency(cleanup, inject):
     port = free_port()
     server, _ = start(cleanup, "server", str(port))
@@ -301,8 +323,12 @@ def main():
                      ("(a) CPU contention", scenario_cpu),
                      ("(c) disk contention", scenario_disk)):
         runner.run(f"diagnose: {name}, named", run_scenario, fn, True)
-        runner.run(f"diagnose: {name}, clean run: no significant change", run_scenario, fn,
-                   False)
+        runner.run_host("a clean run tests diagnose's statistics against the workload's own "
+                        "noise, user space; the named run above tests the kernel's data",
+                        f"diagnose: {name}, clean run: no significant change", run_scenario,
+                        fn, False)
+    runner.run("diagnose: a thread that joins late counts in no signal", run_scenario,
+               lambda c, _: test_late_join(c), None)
     runner.run("diagnose: target exits: partial report", run_scenario,
                lambda c, _: test_partial(c), None)
     return runner.finish()
