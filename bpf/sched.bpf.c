@@ -257,23 +257,17 @@ static long futex_vma_cb(struct task_struct *task, struct vm_area_struct *vma, v
 }
 
 /*
- * The futex key as the kernel makes it: (mm, address) for a private futex or an anonymous
- * private page; for a shared futex in a file or shared memory, (inode, offset), which is the
- * same in every process that maps it (bpf_find_vma: prev is current here).
+ * The open wait's key, (mm, address) so far, made a shared futex's: (inode, offset) when its
+ * address is in a file or shared memory, which is the same in every process that maps it.
+ * False when bpf_find_vma could not read the mapping: it only try-locks the mmap lock, and
+ * under irqs off (a switch) refuses while its last unlock is still queued on this CPU.
  */
-static __always_inline void futex_key(struct task_struct *prev, __u64 uaddr, bool private,
-				      struct sched_thread *t)
+static __always_inline bool futex_key_file(struct task_struct *task, struct sched_thread *t)
 {
-	struct futex_vma f = { .uaddr = uaddr };
 	struct wait_key *k = &t->open;
-	__u64 mm = (__u64)prev->mm;
+	struct futex_vma f = { .uaddr = k->a };
+	__u64 uaddr = k->a, mm = k->b;
 
-	k->kind = WAIT_FUTEX;
-	k->bri = BRI_FUTEX_PRIVATE;
-	k->a = uaddr;
-	k->b = mm;
-	if (private)
-		return;
 	/*
 	 * A thread waits on the same shared futex again and again: its key was resolved the
 	 * last time (bpf_find_vma costs ~1.7 us here). A mapping replaced at the same address
@@ -284,12 +278,10 @@ static __always_inline void futex_key(struct task_struct *prev, __u64 uaddr, boo
 		k->a = t->fcache_a;
 		k->b = t->fcache_b;
 		k->c = t->fcache_c;
-		return;
+		return true;
 	}
-	if (bpf_find_vma(prev, uaddr, futex_vma_cb, &f, 0)) {
-		count_lost(WAIT_LOST_FUTEX_KEY);
-		return;
-	}
+	if (bpf_find_vma(task, uaddr, futex_vma_cb, &f, 0))
+		return false;
 	if (f.file) {
 		k->bri = BRI_FUTEX_SHARED;
 		k->a = f.ino;
@@ -302,6 +294,25 @@ static __always_inline void futex_key(struct task_struct *prev, __u64 uaddr, boo
 	t->fcache_a = k->a;
 	t->fcache_b = k->b;
 	t->fcache_c = k->c;
+	return true;
+}
+
+/*
+ * The futex key as the kernel makes it: (mm, address) for a private futex or an anonymous
+ * private page; (inode, offset) for a shared futex in a file or shared memory. A mapping
+ * that could not be read now is tried again when the thread is switched in (switch_in).
+ */
+static __always_inline void futex_key(struct task_struct *prev, __u64 uaddr, bool private,
+				      struct sched_thread *t)
+{
+	struct wait_key *k = &t->open;
+
+	k->kind = WAIT_FUTEX;
+	k->bri = BRI_FUTEX_PRIVATE;
+	k->a = uaddr;
+	k->b = (__u64)prev->mm;
+	if (!private && !futex_key_file(prev, t))
+		t->open_unresolved = 1;
 }
 
 /*
@@ -376,6 +387,7 @@ static __always_inline void wait_classify(struct task_struct *prev, struct sched
 	k->a = k->b = 0;
 	k->c = 0;
 	k->tid = prev->pid;
+	t->open_unresolved = 0;
 	if (!regs || regs->ax != (unsigned long)-ENOSYS)
 		return;
 	if (bpf_core_field_exists(prev->thread_info.status) && (prev->thread_info.status & 2))
@@ -482,6 +494,10 @@ static __always_inline void wait_close(struct sched_thread *t, __u64 d, __u64 no
 
 	if (kind >= WAIT_KINDS)
 		return;
+	if (t->open_unresolved) { /* keyed by address space and address */
+		count_lost(WAIT_LOST_FUTEX_KEY);
+		t->open_unresolved = 0;
+	}
 	t->wait_ns[kind] += d;
 	t->wait_n[kind] += 1;
 	if (!wait_key_eq(&t->slot, &t->open)) {
@@ -570,6 +586,9 @@ static __always_inline void switch_in(struct task_struct *next)
 	t = bpf_task_storage_get(&sched_threads, next, NULL, 0);
 	if (!t || !t->off_ns)
 		return;
+	/* a shared futex whose mapping was unreadable at the switch-out: once more, now */
+	if (wait_on && t->open_unresolved && futex_key_file(next, t))
+		t->open_unresolved = 0;
 	queued = bpf_core_field_exists(next->sched_info) ? next->sched_info.last_queued : 0;
 	episode_close(t, queued ? queued : task_rq_clock(next));
 }

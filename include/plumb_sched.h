@@ -24,8 +24,9 @@ enum sched_lost_reason {
 			      * not recoverable from its sched_info: that episode */
 	WAIT_LOST_BRI_FULL, /* a wait's resource could not get a wait_bri entry: its time is in
 			     * the thread's per-kind totals, not under a resource */
-	WAIT_LOST_FUTEX_KEY, /* a shared futex whose mapping bpf_find_vma could not read (mmap
-			      * lock busy): keyed by (mm, address) like a private one instead */
+	WAIT_LOST_FUTEX_KEY, /* a shared futex whose mapping bpf_find_vma could not read at the
+			      * switch-out nor at the switch-in (mmap lock busy): keyed by (mm,
+			      * address) like a private one instead, counted when the wait ends */
 	SCHED_LOST_REASONS,
 };
 
@@ -105,6 +106,8 @@ struct sched_thread {
 	/* the last shared futex's key, by (mm, address): bpf_find_vma only when either changes */
 	__u64 fcache_uaddr, fcache_mm, fcache_a, fcache_b;
 	__u32 fcache_c, fcache_bri;
+	__u32 open_unresolved; /* the open futex wait's mapping could not be read: retried */
+	__u32 pad;
 };
 
 enum sched_record_kind {

@@ -96,6 +96,8 @@ def check_kind(agent, cleanup, kind, rounds=ROUNDS, spin=False):
     wait must be whole in the counts all the same (it is closed at its switch-in, dated at its
     wakeup; a design that closed it at the next switch-out would have to date it at the read)."""
     metric_kind = {"futex-shared": "futex", "unix": "socket"}.get(kind, kind)
+    unresolved0 = value(agent.metrics(), "plumb_events_lost_total", module="wait",
+                        reason="futex_key_unresolved")
     cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/wait-{kind}{'-spin' * spin}")
     work = Work(cleanup, cg_dir, kind, rounds, spin)
     w = work.w
@@ -117,14 +119,28 @@ def check_kind(agent, cleanup, kind, rounds=ROUNDS, spin=False):
     # the waiter's entry for its resource (/api/v1/waits), while it still exists
     entries = waits_of(agent, w["tid"])
     mine = [e for e in entries if resource_matches(kind, e["resource"], w)]
-    assert len(mine) == 1 and mine[0]["kind"] == metric_kind and mine[0]["cgroup"] == cg, \
+    # a shared futex whose mapping bpf_find_vma could not read at the switch-out nor at the
+    # switch-in is keyed by its address instead, and counted (docs/metrics.md): every wait is
+    # under one key or the other, each one by its address counted (the count is the host's)
+    unresolved = value(agent.metrics(), "plumb_events_lost_total", module="wait",
+                       reason="futex_key_unresolved") - unresolved0
+    by_address = [x for x in entries if kind == "futex-shared" and x["resource"] == {
+        **x["resource"], "type": "futex", "scope": "private", "address": f"{w['addr']:016x}"}]
+    moved = sum(x["waits"] for x in by_address)
+    if unresolved:
+        print(f"  {kind}: {unresolved:.0f} wait(s) counted futex_key_unresolved")
+    assert len(mine) == 1 or (not mine and moved == rounds), \
         f"{kind}: no single entry for the resource {w} among {entries}"
-    e = mine[0]
-    assert e["waits"] == rounds, f"{kind}: {e['waits']} waits on the resource, expected {rounds}"
-    assert abs(e["seconds"] - got) < 1e-6, \
+    e = mine[0] if mine else {"kind": metric_kind, "cgroup": cg, "waits": 0, "seconds": 0}
+    assert e["kind"] == metric_kind and e["cgroup"] == cg, f"{kind}: {e} among {entries}"
+    assert e["waits"] + moved == rounds and moved <= unresolved, \
+        f"{kind}: {e['waits']} waits on the resource and {moved} by its address, expected " \
+        f"{rounds} (futex_key_unresolved {unresolved:.0f}); the thread's entries: {entries}"
+    assert abs(e["seconds"] + sum(x["seconds"] for x in by_address) - got) < 1e-6, \
         f"{kind}: {e['seconds']:.6f} s on the resource, {got:.6f} s in the workload's total"
     if metric_kind == "futex":
-        assert e["wakes"] == rounds, f"{kind}: {e['wakes']} wakes, expected {rounds}"
+        wakes = e.get("wakes", 0) + sum(x["wakes"] for x in by_address)
+        assert wakes == rounds, f"{kind}: {wakes} wakes, expected {rounds}"
     if spin:
         after = switches(w["tid"])
         print(f"  {kind}, {rounds} wait(s) then a spin: the last one "
