@@ -11,10 +11,21 @@ agent came up. Prints the geometric mean of the pairs' ratios NEW/OLD with its 9
 and what that makes per context switch (1e9/OLD x (1/r - 1): + is NEW slower). Comparing two
 agents directly takes the drift between separate bench/sched.py runs out: a change of 15 ns per
 switch is resolved here, where two sched.py runs differ by more than that.
+
+  bench/builds.py OLD NEW --stats PROGRAM [--pairs 8] [--window 3]
+
+The same alternation, measuring instead PROGRAM's run time per run (kernel.bpf_stats_enabled
+on for the run, restored after; bpftool's run_time_ns / run_cnt over each window): the
+program's own nanoseconds, where the storm's rate also moves with what the kernel pays around
+it. Prints each side's median and the mean of the pairs' differences NEW - OLD with its 95%
+interval. bpf_stats brackets every run with two clock reads: an empty program reads ~45 ns
+per run here, so compare builds, never read one number as the program's cost. Not with
+OLD/NEW `floor`.
 """
 
 import argparse
 import os
+import statistics
 import sys
 import time
 
@@ -23,6 +34,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "integration"))
 import lib  # noqa: E402
 from ab import _row, hold_off, hold_on  # noqa: E402
+from benchlib import prog_stats  # noqa: E402
 from lib import Agent, Cleanup  # noqa: E402
 from sched import ctxt, storm_load  # noqa: E402
 
@@ -35,6 +47,36 @@ def measure():
     c0, t0 = ctxt(), time.monotonic()
     time.sleep(WINDOW_S)
     return (ctxt() - c0) / (time.monotonic() - t0)
+
+
+def stats_window(binary, modules, program, seconds):
+    """ns per run of program in binary's agent over seconds, from 1 s after it came up."""
+    lib.PLUMB = binary
+    c = Cleanup()
+    try:
+        a = Agent(c, "--modules", modules, wait_for_module=False)
+        deadline = time.time() + 60
+        while program not in prog_stats(a.proc.pid, (program,)):
+            if time.time() > deadline:
+                sys.exit(f"builds.py: {binary}'s agent has no program {program}")
+            time.sleep(0.2)
+        time.sleep(SETTLE_S)
+        t0, n0 = prog_stats(a.proc.pid, (program,))[program]
+        time.sleep(seconds)
+        t1, n1 = prog_stats(a.proc.pid, (program,))[program]
+        return (t1 - t0) / max(n1 - n0, 1)
+    finally:
+        c.run()
+
+
+def sysctl(name, value=None):
+    path = "/proc/sys/" + name.replace(".", "/")
+    with open(path) as f:
+        old = f.read().strip()
+    if value is not None:
+        with open(path, "w") as f:
+            f.write(value)
+    return old
 
 
 def window(binary, modules):
@@ -59,8 +101,14 @@ def main():
     ap.add_argument("new")
     ap.add_argument("--modules", default="sched")
     ap.add_argument("--stressor", default="switch")
-    ap.add_argument("--pairs", type=int, default=30)
+    ap.add_argument("--pairs", type=int, default=None)
+    ap.add_argument("--stats", metavar="PROGRAM")
+    ap.add_argument("--window", type=float, default=3.0)
     args = ap.parse_args()
+    if args.pairs is None:
+        args.pairs = 8 if args.stats else 30
+    if args.stats and "floor" in (args.old, args.new):
+        sys.exit("builds.py: --stats compares two agents' programs: no floor")
     if os.geteuid() != 0:
         sys.exit("builds.py: needs root (it loads BPF programs)")
     for b in (args.old, args.new):
@@ -69,13 +117,27 @@ def main():
     load = Cleanup()
     old, new = [], []
     try:
+        if args.stats:
+            saved = sysctl("kernel.bpf_stats_enabled", "1")
+            load.add(sysctl, "kernel.bpf_stats_enabled", saved)
         storm_load(load, args.stressor)
         for i in range(args.pairs):
             for side in ("old", "new") if i % 2 == 0 else ("new", "old"):
                 binary = args.old if side == "old" else args.new
-                (old if side == "old" else new).append(window(binary, args.modules))
+                (old if side == "old" else new).append(
+                    stats_window(binary, args.modules, args.stats, args.window) if args.stats
+                    else window(binary, args.modules))
     finally:
         load.run()
+    if args.stats:
+        d = [n - o for o, n in zip(old, new)]
+        half = 1.96 * statistics.stdev(d) / len(d) ** 0.5 if len(d) > 1 else float("nan")
+        print(f"--modules {args.modules}, stress-ng --{args.stressor}, {args.pairs} pairs of "
+              f"{args.window:g} s: {args.stats} ns per run, OLD median "
+              f"{statistics.median(old):.1f}, NEW median {statistics.median(new):.1f}; NEW - "
+              f"OLD {statistics.mean(d):+.1f} ns (95% {statistics.mean(d) - half:+.1f} to "
+              f"{statistics.mean(d) + half:+.1f})")
+        return
     row = _row("new/old", "switches/s", old, new, True, interval=True)
     per = [1e9 / row["ma"] * (1 / r - 1) for r in (row["gmean"], row["ci"][1], row["ci"][0])]
     print(f"--modules {args.modules}, stress-ng --{args.stressor}, {args.pairs} pairs: rate "
