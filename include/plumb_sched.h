@@ -94,7 +94,10 @@ struct sched_thread {
 	__u64 off_delay, off_pcount; /* its sched_info.run_delay and .pcount then */
 	__u64 ns[SCHED_OFF_KINDS]; /* closed episodes; SCHED_BLOCK includes SCHED_IOWAIT */
 	__u32 off_kind; /* enum sched_off of the open episode */
-	__u32 open_woken; /* the open futex wait was ended by a futex wake (sched_waking) */
+	__u16 open_woken; /* the open futex wait was ended by a futex wake (sched_waking) */
+	/* the open futex wait's mapping could not be read at the switch-out: tried at switch-in
+	 * (in this first cache line, which the switch reads anyway) */
+	__u16 open_unresolved;
 	/* hypervisor steal while on a CPU (steal_on): its ended slices (the open one: sched_steal) */
 	__u64 steal_ns;
 	/* the wait module: per-kind totals, the open wait, and the resource being accumulated */
@@ -106,8 +109,6 @@ struct sched_thread {
 	/* the last shared futex's key, by (mm, address): bpf_find_vma only when either changes */
 	__u64 fcache_uaddr, fcache_mm, fcache_a, fcache_b;
 	__u32 fcache_c, fcache_bri;
-	__u32 open_unresolved; /* the open futex wait's mapping could not be read: retried */
-	__u32 pad;
 };
 
 enum sched_record_kind {
