@@ -452,10 +452,13 @@ class Live:
         t0 = time.time()
         while time.time() < t0 + (30 if EMULATED else 20):
             at = time.time()
-            got = self.prom.query("plumb_netstack_bottleneck == 1", at=at)
+            # the sample's own time, not the query's: a scrape that began before `at` and
+            # ends after it adds a sample stamped before `at`, and a later query at `at` finds
+            # that one instead (the 6.1 guest: named here, 'no series' at the same instant)
+            got = self.prom.query("timestamp(plumb_netstack_bottleneck == 1)", at=at)
             if got:
                 m = got[0]["metric"]
-                self.named, self.named_at = True, at
+                self.named, self.named_at = True, float(got[0]["value"][1])
                 print(f"  bottleneck named {time.time() - t0:.1f} s after the TBF: "
                       f"{m['component']} on {m['device']} in {m['netns']}")
                 return

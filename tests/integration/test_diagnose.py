@@ -124,7 +124,8 @@ def scenario_lock(cleanup, inject):
     assert any("waiting on futexes" in e for e in f["evidence"]), f["evidence"]
 
 
-def scenario_pipeline(cleanup, inject):
+def pipeline(cleanup):
+    """diagwork produce | stage | consume: the stage and the consumer."""
     prod = subprocess.Popen([DIAGWORK, "produce"], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
     cleanup.add(lambda: prod.poll() is None and (prod.kill(), prod.wait()))
@@ -132,6 +133,11 @@ def scenario_pipeline(cleanup, inject):
     cons, _ = start(cleanup, "consume", stdin=stage.stdout)
     prod.stdout.close()
     stage.stdout.close()
+    return stage, cons
+
+
+def scenario_pipeline(cleanup, inject):
+    stage, cons = pipeline(cleanup)
     pipe = os.readlink(f"/proc/{cons.pid}/fd/0")  # pipe:[N] from the stage
     report = diagnose("--pid", str(cons.pid), inject=usr1(stage, inject))
     if not inject:
@@ -150,13 +156,7 @@ def test_late_join(cleanup):
     moment: the stage joins then, a holder of its other end. Nothing changed in the workload:
     the stage counts in no signal (it has no baseline in the run) and the verdict is clean.
     Counted from its join, its pipe wait was a rise from nothing (make test once named it)."""
-    prod = subprocess.Popen([DIAGWORK, "produce"], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
-    cleanup.add(lambda: prod.poll() is None and (prod.kill(), prod.wait()))
-    stage, _ = start(cleanup, "stage", stdin=prod.stdout, stdout=subprocess.PIPE)
-    cons, _ = start(cleanup, "consume", stdin=stage.stdout)
-    prod.stdout.close()
-    stage.stdout.close()
+    stage, cons = pipeline(cleanup)
     report = diagnose("--pid", str(cons.pid), inject=usr1(cons, True))
     joined = [t for t in report["tracking"] if t["pid"] == stage.pid]
     assert joined, f"the stage (pid {stage.pid}) never joined: {report['tracking']}"
