@@ -1122,7 +1122,8 @@ static void report_print(struct json_object *doc, bool explain)
 			       json_object_get_string(json_object_object_get(o, "why")),
 			       json_object_get_boolean(json_object_object_get(o, "counted")) ?
 				       "" :
-				       " (not counted: joined in the observation window)");
+				       " (not counted: joined in the observation window, or seen"
+				       " in one snapshot only)");
 		}
 	}
 }

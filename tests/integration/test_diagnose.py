@@ -162,6 +162,8 @@ def test_late_join(cleanup):
     assert joined, f"the stage (pid {stage.pid}) never joined: {report['tracking']}"
     if any(t["counted"] for t in joined):  # the consumer waited before: not the case wanted
         raise Void(f"the stage joined in the baseline window: {joined}")
+    target = [t for t in report["tracking"] if t["pid"] == cons.pid]
+    assert target and all(t["counted"] for t in target), f"the target not counted: {target}"
     expect_clean(report, "a stage tracked from the observation window on")
 
 

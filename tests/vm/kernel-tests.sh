@@ -11,10 +11,10 @@
 #
 #   Result lines (everything else is the tests' own output):
 #     == result <module> <file> <passed> <failed> <seconds> <host>
+#     == unsupported <module> <reason>
 #   <host>: the file's tests left to the host in an emulated guest ("HOST <name>: <reason>"
 #   lines, lib.Runner.run_host: user-space code, the same on every kernel, which make test
 #   runs on the host before CI's make test-kernels).
-#     == unsupported <module> <reason>
 #   --list prints "<module> <file>" for each test file and exits.
 # Exit status: 0 when every test that ran passed, 1 otherwise. Needs root and a built tree.
 set -u
