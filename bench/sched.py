@@ -48,8 +48,7 @@ REDIS_PAIRS = int(os.environ.get("PLUMB_BENCH_REDIS_PAIRS", "80"))
 REDIS_REQUESTS = 60000  # per test, GET and SET: ~1.5 s a run here
 WINDOW_S, SETTLE_S = 1.5, 0.5
 BUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build")
-PROGRAMS = ("sched_switch", "sched_wakeup", "sched_exit", "wait_waking", "blk_bio_queue",
-            "blk_rq_complete")
+PROGRAMS = ("sched_switch", "sched_wakeup", "wait_waking", "blk_bio_queue", "blk_rq_complete")
 ALL = "sched,wait,blk"
 
 

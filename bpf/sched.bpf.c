@@ -593,6 +593,85 @@ static __always_inline void switch_in(struct task_struct *next)
 	episode_close(t, queued ? queued : task_rq_clock(next));
 }
 
+/*
+ * A thread's counts so far; an open episode counts up to now, on the clock of the CPU that
+ * reads (ours: updated when we were scheduled, so at most a tick behind).
+ */
+static __always_inline void record_fill(struct sched_record *r, struct task_struct *task)
+{
+	struct sched_thread *t = bpf_task_storage_get(&sched_threads, task, NULL, 0);
+	__u64 now = task_rq_clock(bpf_get_current_task_btf());
+
+	r->tid = BPF_CORE_READ(task, pid);
+	r->pid = BPF_CORE_READ(task, tgid);
+	r->ppid = BPF_CORE_READ(task, real_parent, tgid);
+	r->cgroup_id = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id);
+	r->start_ns = BPF_CORE_READ(task, start_time);
+	r->read_ns = now;
+	r->run_ns = BPF_CORE_READ(task, se.sum_exec_runtime);
+	r->rq_ns = bpf_core_field_exists(task->sched_info) ?
+			   BPF_CORE_READ(task, sched_info.run_delay) :
+			   0; /* CONFIG_SCHED_INFO off: user space says so */
+	bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), task->comm);
+	if (!t) {
+		__builtin_memset(r->off_ns, 0, sizeof(r->off_ns));
+		r->steal_ns = 0;
+		__builtin_memset(r->wait_ns, 0, sizeof(r->wait_ns));
+		__builtin_memset(r->wait_n, 0, sizeof(r->wait_n));
+		r->futex_wakes = 0;
+		r->slot.kind = WAIT_NONE;
+		return;
+	}
+	__builtin_memcpy(r->off_ns, t->ns, sizeof(r->off_ns));
+	__builtin_memcpy(r->wait_ns, t->wait_ns, sizeof(r->wait_ns));
+	__builtin_memcpy(r->wait_n, t->wait_n, sizeof(r->wait_n));
+	r->futex_wakes = t->futex_wakes;
+	r->steal_ns = t->steal_ns;
+	if (steal_on && r->tid) { /* on a CPU now: its steal there so far */
+		__u32 zero = 0, cpu = BPF_CORE_READ(task, thread_info.cpu);
+		struct sched_steal_cpu *c = bpf_map_lookup_percpu_elem(&sched_steal, &zero, cpu);
+		__u64 steal;
+
+		if (c && c->valid && c->tid == r->tid) {
+			steal = task_steal(task);
+			if (steal > c->last)
+				r->steal_ns += steal - c->last;
+		}
+	}
+	r->slot = t->slot;
+	r->slot_val = t->slot_val;
+	if (t->off_ns && now > t->off_ns) {
+		off_add(r->off_ns, t->off_kind, now - t->off_ns);
+		if (t->open.kind < WAIT_KINDS)
+			r->wait_ns[t->open.kind] += now - t->off_ns;
+	}
+}
+
+/*
+ * A thread's final counts, to user space (drained on the agent's tick), from its last switch
+ * away: after do_exit has torn its memory down, which sched_process_exit precedes on kernels
+ * since 6.16 (a 4 GiB process: 0.2 s of its CPU time after the tracepoint).
+ */
+static __always_inline void exit_send(struct task_struct *p, __u64 stolen)
+{
+	struct sched_record *r;
+	struct sched_thread *t;
+
+	if (stolen) {
+		t = bpf_task_storage_get(&sched_threads, p, NULL, 0);
+		if (t)
+			t->steal_ns += stolen;
+	}
+	r = bpf_ringbuf_reserve(&sched_exits, sizeof(*r), 0);
+	if (!r) {
+		count_lost(SCHED_LOST_RINGBUF_FULL);
+		return;
+	}
+	r->kind = SCHED_REC_EXIT;
+	record_fill(r, p);
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -608,6 +687,10 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	if (close_at_switch_in)
 		switch_in(next);
 	if (preempt || !prev_state || (prev_state & TASK_DEAD) || !task_state(prev)) {
+		if ((prev_state & TASK_DEAD) && !preempt) { /* do_task_dead: it never runs again */
+			exit_send(prev, stolen);
+			return 0;
+		}
 		/* runnable: only its steal, if any (the idle task has no storage) */
 		if (stolen && prev->pid) {
 			t = bpf_task_storage_get(&sched_threads, prev, NULL, 0);
@@ -706,60 +789,6 @@ int BPF_PROG(wait_waking, struct task_struct *p)
 	return 0;
 }
 
-/*
- * A thread's counts so far; an open episode counts up to now, on the clock of the CPU that
- * reads (ours: updated when we were scheduled, so at most a tick behind).
- */
-static __always_inline void record_fill(struct sched_record *r, struct task_struct *task)
-{
-	struct sched_thread *t = bpf_task_storage_get(&sched_threads, task, NULL, 0);
-	__u64 now = task_rq_clock(bpf_get_current_task_btf());
-
-	r->tid = BPF_CORE_READ(task, pid);
-	r->pid = BPF_CORE_READ(task, tgid);
-	r->ppid = BPF_CORE_READ(task, real_parent, tgid);
-	r->cgroup_id = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, id);
-	r->start_ns = BPF_CORE_READ(task, start_time);
-	r->read_ns = now;
-	r->run_ns = BPF_CORE_READ(task, se.sum_exec_runtime);
-	r->rq_ns = bpf_core_field_exists(task->sched_info) ?
-			   BPF_CORE_READ(task, sched_info.run_delay) :
-			   0; /* CONFIG_SCHED_INFO off: user space says so */
-	bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), task->comm);
-	if (!t) {
-		__builtin_memset(r->off_ns, 0, sizeof(r->off_ns));
-		r->steal_ns = 0;
-		__builtin_memset(r->wait_ns, 0, sizeof(r->wait_ns));
-		__builtin_memset(r->wait_n, 0, sizeof(r->wait_n));
-		r->futex_wakes = 0;
-		r->slot.kind = WAIT_NONE;
-		return;
-	}
-	__builtin_memcpy(r->off_ns, t->ns, sizeof(r->off_ns));
-	__builtin_memcpy(r->wait_ns, t->wait_ns, sizeof(r->wait_ns));
-	__builtin_memcpy(r->wait_n, t->wait_n, sizeof(r->wait_n));
-	r->futex_wakes = t->futex_wakes;
-	r->steal_ns = t->steal_ns;
-	if (steal_on && r->tid) { /* on a CPU now: its steal there so far */
-		__u32 zero = 0, cpu = BPF_CORE_READ(task, thread_info.cpu);
-		struct sched_steal_cpu *c = bpf_map_lookup_percpu_elem(&sched_steal, &zero, cpu);
-		__u64 steal;
-
-		if (c && c->valid && c->tid == r->tid) {
-			steal = task_steal(task);
-			if (steal > c->last)
-				r->steal_ns += steal - c->last;
-		}
-	}
-	r->slot = t->slot;
-	r->slot_val = t->slot_val;
-	if (t->off_ns && now > t->off_ns) {
-		off_add(r->off_ns, t->off_kind, now - t->off_ns);
-		if (t->open.kind < WAIT_KINDS)
-			r->wait_ns[t->open.kind] += now - t->off_ns;
-	}
-}
-
 /* A new thread's storage, made in its parent's context (no scheduler lock held). */
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_fork, struct task_struct *parent, struct task_struct *child)
@@ -771,28 +800,11 @@ int BPF_PROG(sched_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
-/* Runs in the exiting thread: its final counts, to user space (drained on the agent's tick). */
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(sched_exit, struct task_struct *p)
-{
-	struct sched_record *r;
-
-	if (!gate_open())
-		return 0;
-	r = bpf_ringbuf_reserve(&sched_exits, sizeof(*r), 0);
-	if (!r) {
-		count_lost(SCHED_LOST_RINGBUF_FULL);
-		return 0;
-	}
-	r->kind = SCHED_REC_EXIT;
-	record_fill(r, p);
-	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
-	return 0;
-}
-
 /*
- * Every live thread of the host; exiting ones are left to their exit record. Makes the
- * storage of threads that have none (those older than the agent, at its first read).
+ * Every live thread of the host. An exiting one's counts are left to its exit record, which
+ * comes after PF_EXITING by as long as the mm takes to tear down: it is named only, so that
+ * user space keeps it till then. Makes the storage of threads that have none (those older
+ * than the agent, at its first read).
  */
 SEC("iter/task")
 int sched_read(struct bpf_iter__task *ctx)
@@ -800,8 +812,15 @@ int sched_read(struct bpf_iter__task *ctx)
 	struct task_struct *task = ctx->task;
 	struct sched_record r = { .kind = SCHED_REC_LIVE };
 
-	if (!task || (task->flags & PF_EXITING))
+	if (!task)
 		return 0;
+	if (task->flags & PF_EXITING) {
+		r.kind = SCHED_REC_EXITING;
+		r.tid = task->pid;
+		r.start_ns = task->start_time;
+		bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
+		return 0;
+	}
 	if (!bpf_task_storage_get(&sched_threads, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE))
 		count_lost(SCHED_LOST_STORAGE);
 	record_fill(&r, task);

@@ -114,6 +114,11 @@ struct sched_thread {
 enum sched_record_kind {
 	SCHED_REC_LIVE = 1, /* iterator: a live thread's counts so far */
 	SCHED_REC_EXIT, /* ring buffer: a thread's final counts, at its exit */
+	/*
+	 * iterator: a thread past PF_EXITING, tid and start_ns only: its exit record is on its
+	 * way (do_exit tears the mm down between the two), or already read
+	 */
+	SCHED_REC_EXITING,
 };
 
 /* One thread's counts: from the iterator (live threads) or the exit ring buffer. */

@@ -229,6 +229,16 @@ static void record_apply(struct sched_state *s, const struct sched_record *r)
 	struct sched_tid *t = tid_find(s, r->tid);
 	struct sched_cgroup *c;
 
+	if (r->kind == SCHED_REC_EXITING) {
+		/*
+		 * Its exit record is yet to come: dropped now as unseen, the thread would be new
+		 * to it and counted again from its start (a 6.1 guest's writer, whose python took
+		 * long to unmap, came out at twice its CPU time).
+		 */
+		if (t && t->start_ns == r->start_ns)
+			t->gen = s->gen;
+		return;
+	}
 	record_values(r, v);
 	if (t && t->start_ns != r->start_ns) {
 		tid_drop(s, t); /* the tid was reused: the old thread's exit went missing */
@@ -827,7 +837,6 @@ static void shared_notes(struct plumb_module *m, struct sched_state *s, bool wai
 		return;
 	}
 	module_attach_note(m, "tp_btf/sched_process_fork", "sched_fork", "%s", how);
-	module_attach_note(m, "tp_btf/sched_process_exit", "sched_exit", "%s", how);
 	module_attach_note(m, "iter/task", "sched_read", "%s", how);
 	snprintf(m->choice, sizeof(m->choice),
 		 "off-CPU time from sched_switch (and sched_wakeup without sched_info); "
@@ -838,7 +847,7 @@ static void shared_notes(struct plumb_module *m, struct sched_state *s, bool wai
 			    "steal, if any, is in the CPU time (so this kernel counts it)");
 }
 
-/* The fork, exit and iterator programs (first), or the switch and wakeup ones. */
+/* The fork and iterator programs (first), or the switch (and exit) and wakeup ones. */
 static int sched_attach(struct sched_state *s, bool switches)
 {
 	struct sched_bpf *k = s->skel;
@@ -848,7 +857,6 @@ static int sched_attach(struct sched_state *s, bool switches)
 		bool switches;
 	} order[] = {
 		{ k->progs.sched_fork, &k->links.sched_fork, false },
-		{ k->progs.sched_exit, &k->links.sched_exit, false },
 		{ k->progs.sched_read, &k->links.sched_read, false },
 		/* wakeups before switches: a wait that starts is always seen to end */
 		{ k->progs.sched_wakeup, &k->links.sched_wakeup, true },
@@ -984,9 +992,10 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 	if (s->adopt.adopted) /* the maps' count of wait_bri entries made goes on from the agent before */
 		s->bri_inserted = __atomic_load_n(&s->skel->bss->bri_inserted, __ATOMIC_RELAXED);
 	/*
-	 * Fork, exit and the iterator first, and one read, which makes every existing thread's
-	 * task storage; then the switch and wakeup programs, which only look it up: no thread
-	 * blocks without storage in between (each would count as storage_full).
+	 * Fork and the iterator first, and one read, which makes every existing thread's task
+	 * storage; then the switch and wakeup programs, which only look it up: no thread blocks
+	 * without storage in between (each would count as storage_full). The exits ride on the
+	 * switch, and the gate opens after both.
 	 */
 	s->exits = ring_buffer__new(bpf_map__fd(s->skel->maps.sched_exits), handle_exit, s, NULL);
 	if (!s->exits) {

@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -51,7 +52,9 @@ def diagnose(*target, inject=None):
     says when that starts: with -v, "observation window starts")."""
     global steal_rates
     t0, s0 = time.monotonic(), steal_seconds()
-    p = subprocess.Popen([PLUMB, "diagnose", *target, *RUN, "--json", "-v"],
+    fd, record = tempfile.mkstemp(prefix="plumb-diag-record-", suffix=".json")
+    os.close(fd)
+    p = subprocess.Popen([PLUMB, "diagnose", *target, *RUN, "--json", "-v", "--record", record],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen, timer = [], None
     t1 = s1 = None
@@ -69,13 +72,25 @@ def diagnose(*target, inject=None):
         if p.poll() is None:
             p.kill()
             p.wait()
-    if timer:
-        timer.cancel()
+        if timer:
+            timer.cancel()
+        with open(record) as f:
+            series = f.read()
+        os.unlink(record)
     if t1 is not None:
         t2, s2 = time.monotonic(), steal_seconds()
         steal_rates = ((s1 - s0) / max(t1 - t0, 1e-3), (s2 - s1) / max(t2 - t1, 1e-3))
     assert p.returncode == 0, f"diagnose {target}: exit {p.returncode}: {''.join(seen)}{err}"
-    return json.loads(out)
+    report = json.loads(out)
+    report["recorded"] = json.loads(series)["series"] if series else []
+    return report
+
+
+def totals(report):
+    """The per-kind totals' per-interval values (thread-s/s), for a message."""
+    return "; ".join(f"{x['key']} " + " ".join(f"{v:.2f}" for v in x["values"])
+                     for x in report["recorded"] if ":" not in x["key"] or
+                     x["key"].startswith("kind:"))
 
 
 def start(cleanup, *args, **kw):
@@ -92,10 +107,12 @@ def top(report):
 
 def expect_cause(report, cause, resource_part, what):
     f = top(report)
-    assert f, f"{what}: no finding ({report['verdict']}); tracked: {report['tracking']}"
+    assert f, f"{what}: no finding ({report['verdict']}); tracked: {report['tracking']}; " \
+        f"baseline {report['baseline_intervals']} intervals; totals: {totals(report)}"
     assert f["cause"] == cause and resource_part in f["resource"], \
         f"{what}: top finding {f['cause']} on {f['resource']}, expected {cause} on " \
         f"...{resource_part}...: {json.dumps(report['findings'], indent=1)}"
+    print(f"  {cause}: {f['baseline']:.3f} -> {f['observed']:.3f} thread-s/s, z {f['z']:.2f}")
     return f
 
 

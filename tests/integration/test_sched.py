@@ -10,11 +10,13 @@ reads a loop device with O_DIRECT for known durations, and reports its own CPU c
 import os
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (EMULATED, Agent, Cleanup, Runner, loop_device, make_cgroup,  # noqa: E402
-                 remove_cgroup, require_root, select, settle, sh, steal_seconds, value)
+from lib import (EMULATED, Agent, Cleanup, Runner, Void, attempts,  # noqa: E402
+                 loop_device, make_cgroup, remove_cgroup, require_root, select, settle,
+                 steal_seconds, value)
 
 SCHEDWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
                          "schedwork")
@@ -208,6 +210,102 @@ def test_cgroup_unnamed(agent, cleanup):
     assert got >= unnamed, f"{got:.0f} unnamed cgroups counted lost, {unnamed} removed"
 
 
+# A process that touches MIB of memory, says so, and exits at a byte on stdin without
+# freeing it: do_exit tears it down after PF_EXITING. The kernel faults the pages in
+# (MADV_POPULATE_WRITE, 5.14): a memset is 13 s of CPU for 450 MiB in an emulated guest.
+BIG_EXIT = r"""
+import mmap, os, sys
+n = int(sys.argv[1]) << 20
+m = mmap.mmap(-1, n)
+try:
+    m.madvise(23)  # MADV_POPULATE_WRITE
+except OSError:
+    for i in range(0, n, mmap.PAGESIZE):
+        m[i] = 1
+print("ready", flush=True)
+sys.stdin.read(1)
+os._exit(0)
+"""
+
+
+def mem_available_mib():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    raise RuntimeError("no MemAvailable in /proc/meminfo")
+
+
+def slow_exit(cleanup, agent):
+    """One attempt: the exit's window, the scrapes in it, and the cgroup's CPU time."""
+    cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/sched-exit")
+    mib = min(2048, mem_available_mib() // 4)
+    lost = "plumb_events_lost_total"
+    missed0 = value(agent.metrics(), lost, module="sched", reason="exit_missed")
+
+    def join():
+        with open(os.path.join(cg_dir, "cgroup.procs"), "w") as f:
+            f.write("0")
+    p = subprocess.Popen([sys.executable, "-c", BIG_EXIT, str(mib)], preexec_fn=join,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    cleanup.add(lambda: p.poll() is None and p.kill())
+    assert p.stdout.readline().strip() == "ready", "the worker did not start"
+    agent.metrics()  # a read that knows the thread
+    scrapes, done = [], threading.Event()
+
+    def scrape():
+        while not done.is_set():
+            a = time.monotonic()
+            agent.metrics()
+            scrapes.append((a, time.monotonic()))
+    t = threading.Thread(target=scrape)
+    t.start()
+    try:
+        p.stdin.write("x")
+        p.stdin.flush()
+        exiting = zombie = None
+        while zombie is None:  # PF_EXITING (stat's 9th field), then the zombie
+            with open(f"/proc/{p.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            now = time.monotonic()
+            if exiting is None and int(fields[6]) & 0x4:
+                exiting = now
+            if fields[0] in "ZX":
+                zombie = now
+    finally:
+        done.set()
+        t.join()
+    p.wait()
+    # the scrape reads the threads as it starts (when the last read is 100 ms old)
+    inside = sum(exiting <= a < zombie for a, _ in scrapes)
+    print(f"  {mib} MiB torn down in {(zombie - exiting) * 1e3:.0f} ms (PF_EXITING to zombie, "
+          f"seen); {inside} scrapes began inside")
+    if not inside:
+        raise Void(f"no scrape began inside the exit's {(zombie - exiting) * 1e3:.0f} ms")
+    m = agent.metrics()
+    run, usage = value(m, METRICS["run"], cgroup=cg), cpu_usage_s(cg_dir)
+    # what the exit runs after its record (files, the parent's notice) is in cpu.stat only
+    print(f"  run {run:.4f} s, the cgroup's cpu.stat {usage:.4f} s")
+    within(run, usage, 0.02, "run against the cgroup's cpu.stat", before=AFTER)
+    missed = value(m, lost, module="sched", reason="exit_missed") - missed0
+    assert missed == 0, f"{missed:.0f} exits counted missed"
+
+
+def test_slow_exit(agent):
+    """A process whose exit takes long (its memory torn down between PF_EXITING, when the
+    iterator stops reading its counts, and its exit record) is counted once."""
+    attempts(5, slow_exit, agent)
+
+
+def cpu_usage_s(cgdir):
+    with open(os.path.join(cgdir, "cpu.stat")) as f:
+        for line in f:
+            k, v = line.split()
+            if k == "usage_usec":
+                return int(v) / 1e6
+    raise RuntimeError("no usage_usec in cpu.stat")
+
+
 def schedstat_run(pid):
     with open(f"/proc/{pid}/schedstat") as f:
         return int(f.read().split()[0]) / 1e9
@@ -258,6 +356,7 @@ def main():
                    cleanup)
         runner.run("sched: a cgroup removed before it was named, counted lost",
                    test_cgroup_unnamed, agent, cleanup)
+        runner.run("sched: a process slow to exit, counted once", test_slow_exit, agent)
         runner.run("sched: threads older than the agent", test_threads_before_agent, cleanup)
     except Exception as e:
         runner.failed += 1

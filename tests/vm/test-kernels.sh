@@ -166,14 +166,19 @@ done
 echo "time total $(mmss $(($(date +%s) - t_start)))"
 for k in "${bad[@]}"; do
 	echo
-	echo "--- $k: failures, and the last lines of $LOGS/$k.log"
-	# each failure with the first lines of its message (indented below it), bounded
-	awk '/^FAIL/ { n = 0; shown++; if (shown <= 12) print; next }
-		/^== result .* [1-9][0-9]* [0-9]+$/ { print; n = 9; next }
-		/^[ \t]/ && n < 8 && shown <= 12 { print; n++; next } { n = 9 }' \
+	echo "--- $k: the last lines of $LOGS/$k.log"
+	tail -n 12 "$LOGS/$k.log" 2>/dev/null
+done
+# last, just above the closing line, where a log cut to its ends still shows them: each
+# failure with the first lines of its message (indented below it), and each failing file's
+# result line (== result MODULE FILE PASSED FAILED SECONDS HOST), bounded per kernel
+for k in "${bad[@]}"; do
+	echo
+	echo "--- $k: failures"
+	awk '/^FAIL/ { n = 0; shown++; if (shown <= 12) print substr($0, 1, 600); next }
+		$1 == "==" && $2 == "result" && $6 > 0 { print; n = 9; next }
+		/^[ \t]/ && n < 4 && shown <= 12 { print substr($0, 1, 300); n++; next } { n = 9 }' \
 		"$LOGS/$k.log" 2>/dev/null || true
-	echo "..."
-	tail -n 25 "$LOGS/$k.log" 2>/dev/null
 done
 echo
 echo "$total_passed passed, $total_failed failed"
