@@ -652,7 +652,7 @@ static __always_inline void record_fill(struct sched_record *r, struct task_stru
  * away: after do_exit has torn its memory down, which sched_process_exit precedes on kernels
  * since 6.16 (a 4 GiB process: 0.2 s of its CPU time after the tracepoint).
  */
-static __always_inline void exit_send(struct task_struct *p, __u64 stolen)
+static __noinline void exit_send(struct task_struct *p, __u64 stolen)
 {
 	struct sched_record *r;
 	struct sched_thread *t;
@@ -686,11 +686,11 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		stolen = steal_switch(prev, next);
 	if (close_at_switch_in)
 		switch_in(next);
-	if (preempt || !prev_state || (prev_state & TASK_DEAD) || !task_state(prev)) {
-		if ((prev_state & TASK_DEAD) && !preempt) { /* do_task_dead: it never runs again */
-			exit_send(prev, stolen);
-			return 0;
-		}
+	if (!preempt && (prev_state & TASK_DEAD)) { /* do_task_dead: it never runs again */
+		exit_send(prev, stolen);
+		return 0;
+	}
+	if (preempt || !prev_state || !task_state(prev)) {
 		/* runnable: only its steal, if any (the idle task has no storage) */
 		if (stolen && prev->pid) {
 			t = bpf_task_storage_get(&sched_threads, prev, NULL, 0);
