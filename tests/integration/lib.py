@@ -210,6 +210,16 @@ LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
+def cpu_usage_s(cgdir):
+    """A cgroup's CPU time so far (cpu.stat's usage_usec), seconds: the kernel's own."""
+    with open(os.path.join(cgdir, "cpu.stat")) as f:
+        for line in f:
+            k, v = line.split()
+            if k == "usage_usec":
+                return int(v) / 1e6
+    raise RuntimeError("no usage_usec in cpu.stat")
+
+
 def steal_seconds(cpu=None):
     """The hypervisor's steal so far, s, of the whole host or of CPU cpu: /proc/stat's 8th
     number on its cpu line (USER_HZ ticks)"""

@@ -14,7 +14,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (EMULATED, Agent, Cleanup, Runner, Void, attempts,  # noqa: E402
+from lib import (EMULATED, Agent, Cleanup, Runner, Void, attempts, cpu_usage_s,  # noqa: E402
                  loop_device, make_cgroup, remove_cgroup, require_root, select, settle,
                  steal_seconds, value)
 
@@ -295,15 +295,6 @@ def test_slow_exit(agent):
     """A process whose exit takes long (its memory torn down between PF_EXITING, when the
     iterator stops reading its counts, and its exit record) is counted once."""
     attempts(5, slow_exit, agent)
-
-
-def cpu_usage_s(cgdir):
-    with open(os.path.join(cgdir, "cpu.stat")) as f:
-        for line in f:
-            k, v = line.split()
-            if k == "usage_usec":
-                return int(v) / 1e6
-    raise RuntimeError("no usage_usec in cpu.stat")
 
 
 def schedstat_run(pid):

@@ -20,8 +20,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (EMULATED, PLUMB, Cleanup, Runner, free_port, make_cgroup,  # noqa: E402
-                 mount_tmpfs, require_root)
+from lib import (EMULATED, PLUMB, Cleanup, Runner, cpu_usage_s, free_port,  # noqa: E402
+                 make_cgroup, mount_tmpfs, require_root)
 
 FLOWWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flowwork.py")
 MIB = 1 << 20
@@ -143,15 +143,6 @@ def total(frames, cgroup, key):
             if w["cgroup"] == cgroup:
                 s += w[key] * w.get(f"{src}_interval_seconds", f[f"{src}_interval_seconds"])
     return s
-
-
-def cpu_usage_s(cgdir):
-    with open(os.path.join(cgdir, "cpu.stat")) as f:
-        for line in f:
-            k, v = line.split()
-            if k == "usage_usec":
-                return int(v) / 1e6
-    raise RuntimeError("no usage_usec in cpu.stat")
 
 
 def near(got, want, tol, what):
