@@ -15,8 +15,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import (PLUMB, Agent, Cleanup, Hosts, Prometheus, Runner, free_port,  # noqa: E402
-                 make_cgroup,
-                 require_root, settle, sh, value)
+                 make_cgroup, require_root, settle, value)
 
 FLOWWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flowwork.py")
 PORT = 8080

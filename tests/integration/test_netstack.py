@@ -675,7 +675,7 @@ for _ in range(32):
 def test_sampling(hosts, cleanup):
     """--netstack-sample 2 beside an agent following every flow: some flows followed, not
     all, and each followed packet whole along its path (the same decision at every event)."""
-    h1, h2, sw = hosts.names[0], hosts.names[1], hosts.switch
+    h2 = hosts.names[1]
     port = free_port()
     sink = subprocess.Popen(["ip", "netns", "exec", h2, sys.executable, "-c",
                              "import socket\nl = socket.socket()\n"
