@@ -10,7 +10,9 @@
  * without atomics, found through a per-CPU memory of the last key (stats_for). Helper calls
  * are what it avoids: each cost 15-60 ns on the AMD hosts, whose kernel returns through a
  * mitigation thunk (bench/results/hotpath.md). The enter programs exist only for the latency
- * histogram: they time a random one in latency_sample_period calls, in task-local storage.
+ * histogram: user space attaches them for a window of each second (src/window.h) and they
+ * time every call then (latency_sample_period 1), or, where they must run on every call
+ * anyway (args_at_enter), a random one in latency_sample_period calls.
  *
  * Why per-syscall tracepoints and not one tp_btf program on raw sys_enter/sys_exit: the raw
  * tracepoint runs BPF on every syscall of the host, and measured here that costs ~140 ns on

@@ -111,15 +111,23 @@ static const char *const allowed[] = {
 
 /*
  * bpf() with these commands only: the agent's own maps, its iterators, its programs' info.
- * Not: loading programs or BTF, creating maps or links, attaching, pinning (but with --pin,
- * below), or opening other tools' objects by id or path.
+ * Not: loading programs or BTF, creating maps, attaching (but io's windows, below), pinning
+ * (but with --pin, below), or opening other tools' objects by id or path.
  */
 static const unsigned int bpf_cmds[] = {
-	BPF_MAP_LOOKUP_ELEM,	BPF_MAP_UPDATE_ELEM,
-	BPF_MAP_DELETE_ELEM,	BPF_MAP_GET_NEXT_KEY,
-	BPF_OBJ_GET_INFO_BY_FD, BPF_MAP_LOOKUP_AND_DELETE_ELEM,
-	BPF_MAP_LOOKUP_BATCH,	BPF_MAP_LOOKUP_AND_DELETE_BATCH,
-	BPF_MAP_DELETE_BATCH,	BPF_ITER_CREATE,
+	BPF_MAP_LOOKUP_ELEM,
+	BPF_MAP_UPDATE_ELEM,
+	BPF_MAP_DELETE_ELEM,
+	BPF_MAP_GET_NEXT_KEY,
+	BPF_OBJ_GET_INFO_BY_FD,
+	BPF_MAP_LOOKUP_AND_DELETE_ELEM,
+	BPF_MAP_LOOKUP_BATCH,
+	BPF_MAP_LOOKUP_AND_DELETE_BATCH,
+	BPF_MAP_DELETE_BATCH,
+	BPF_ITER_CREATE,
+	/* io's latency windows attach its enter programs to their perf events (src/window.h);
+	 * with neither BPF_PROG_LOAD nor BPF_PROG_GET_FD_BY_ID, only the agent's own programs */
+	BPF_LINK_CREATE,
 };
 
 /* Rules with an argument: the calls whose other uses the agent has no need of. */

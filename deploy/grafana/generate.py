@@ -207,7 +207,7 @@ def io_dashboard():
                  "(plumb_io_op_errors_total; a failed open counts as open).",
                  [{"expr": f"sum by (workload, op) ({rate('plumb_io_op_errors_total', *f)})",
                    "legend": "{{workload}} {{op}}"}], "ops")
-    d.row("Latency (a random sample of calls, --io-latency-sample)")
+    d.row("Latency (calls in sampling windows, --io-latency-sample)")
     for op in ("read", "write"):
         d.timeseries(f"{op.capitalize()} latency per mount, p50 and p99",
                      f"Entry-to-exit time of sampled {op} calls "

@@ -21,6 +21,7 @@
 #include "plumb.h"
 #include "log.h"
 #include "probe.h"
+#include "window.h"
 #include "export/prom.h"
 #include "identity/cgroup.h"
 #include "identity/mounts.h"
@@ -43,6 +44,14 @@ const char *const io_dir_names[IO_DIRS] = { "read", "write" };
 /* io_slots is walked when BPF added a key or the agent removed one, and at least this often */
 #define IO_SLOTS_WALK_MS    5000
 #define IO_MOUNT_NAMESPACES 256
+/*
+ * Latency sampled 1 in N (N > 1): the read/write enter programs are attached for 1/N of each
+ * period and time every call meanwhile; a window is at least IO_WINDOW_MIN_NS, so the period
+ * grows past IO_WINDOW_PERIOD_NS for N above 100 (docs/architecture.md, "Latency windows").
+ */
+#define IO_WINDOW_PERIOD_NS 1000000000ull
+#define IO_WINDOW_MIN_NS    10000000ull
+#define IO_WINDOW_PROGRAMS  16 /* read- and write-family syscalls: 10 */
 
 /* What user space knows of one (cgroup id, mount id) key. */
 struct io_entry {
@@ -87,6 +96,10 @@ struct io_state {
 	uint64_t last_expiry_ms;
 	uint64_t unresolved_paths, entries_full;
 	struct adopt adopt; /* --pin: the maps and links over a restart */
+	/* latency sampled by time: the read/write enter programs attached for window_ns of
+	 * every period_ns (src/window.h); NULL when every call is timed or latency is off */
+	struct attach_window *windows;
+	uint64_t window_ns, period_ns;
 };
 
 static int key_cmp(const void *a, const void *b)
@@ -618,14 +631,36 @@ static int io_collect(struct plumb_module *m, struct prom_writer *w)
 		}
 
 	if (s->skel->rodata->latency_enabled) {
+		struct attach_window_stats ws;
+
 		prom_family(w, "plumb_io_latency_sample_period", PROM_GAUGE,
-			    "plumb_io_latency_seconds times a random one in this many calls.");
-		prom_sample(w, NULL, 0, s->skel->rodata->latency_sample_period);
+			    "plumb_io_latency_seconds times calls during 1/N of the time (in "
+			    "windows) or, when the kernel makes the agent keep enter programs "
+			    "attached, a random one in N calls.");
+		prom_sample(w, NULL, 0,
+			    s->windows ? (double)(s->period_ns / s->window_ns) :
+					 s->skel->rodata->latency_sample_period);
+		if (s->windows) {
+			attach_window_stats(s->windows, &ws);
+			prom_family(w, "plumb_io_latency_windows_total", PROM_COUNTER,
+				    "Latency windows: spans in which every read and write call was "
+				    "timed.");
+			prom_sample(w, NULL, 0, (double)ws.windows);
+			prom_family(w, "plumb_io_latency_windows_failed_total", PROM_COUNTER,
+				    "Latency windows that could not attach their programs (not "
+				    "timed).");
+			prom_sample(w, NULL, 0, (double)ws.failed);
+			prom_family(
+				w, "plumb_io_latency_window_seconds_total", PROM_COUNTER,
+				"Time inside latency windows: the calls that entered then are the "
+				"ones timed.");
+			prom_sample(w, NULL, 0, ws.attached_ns / 1e9);
+		}
 		for (int k = 0; k < IO_LAT_BUCKETS - 1; k++)
 			bounds[k] = io_latency_bound(k);
 		prom_family(w, "plumb_io_latency_seconds", PROM_HISTOGRAM,
 			    "Latency of read- and write-family syscalls, entry to exit, of a "
-			    "random sample of calls (see plumb_io_latency_sample_period).");
+			    "sample of calls (see plumb_io_latency_sample_period).");
 		for (size_t i = 0; i < n; i++)
 			for (int d = 0; d < IO_DIRS; d++) {
 				/*
@@ -705,6 +740,7 @@ static void io_unload(struct plumb_module *m)
 	if (!s)
 		return;
 	ring_buffer__free(s->events);
+	attach_window_stop(s->windows);
 	/* the skeleton's links are one bpf_link pointer per program, in a struct */
 	if (s->skel)
 		links_destroy_parallel((struct bpf_link **)&s->skel->links,
@@ -748,7 +784,7 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 	static const enum kernel_feature required[] = { FEAT_SYSCALL_TRACEPOINTS, FEAT_RINGBUF,
 							FEAT_CURRENT_TASK_BTF };
 	const char *test_tp = getenv("PLUMB_TEST_REQUIRE_TRACEPOINT");
-	bool args_at_enter = false, latency = cfg->io_latency;
+	bool args_at_enter = false, latency = cfg->io_latency, windows;
 	unsigned int nexit = 0, nenter = 0, nabsent = 0;
 	const char *why_latency = "";
 	struct bpf_program *prog;
@@ -771,6 +807,8 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 		latency = false;
 		why_latency = " (unsupported: no task_storage)";
 	}
+	/* with args_at_enter every enter program runs on every call anyway: sampled per call */
+	windows = latency && !args_at_enter && cfg->io_latency_sample > 1;
 	/* test-only: a required tracepoint that no kernel has */
 	if (test_tp && *test_tp) {
 		char point[64];
@@ -819,7 +857,12 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 						   "not needed, arguments read at exit");
 			continue;
 		}
-		module_attach_note(m, point, name, "chosen");
+		if (enter && windows) {
+			bpf_program__set_autoattach(prog, false);
+			module_attach_note(m, point, name, "chosen: in latency windows");
+		} else {
+			module_attach_note(m, point, name, "chosen");
+		}
 		if (enter)
 			nenter++;
 		else
@@ -829,13 +872,24 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 		bpf_map__set_autocreate(s->skel->maps.io_start, false);
 	s->skel->rodata->args_at_enter = args_at_enter;
 	s->skel->rodata->latency_enabled = latency;
-	s->skel->rodata->latency_sample_period = cfg->io_latency_sample;
+	s->skel->rodata->latency_sample_period = windows ? 1 : cfg->io_latency_sample;
+	if (windows) {
+		s->window_ns = IO_WINDOW_PERIOD_NS / cfg->io_latency_sample;
+		if (s->window_ns < IO_WINDOW_MIN_NS)
+			s->window_ns = IO_WINDOW_MIN_NS;
+		s->period_ns = s->window_ns * cfg->io_latency_sample;
+	}
 
 	snprintf(m->choice, sizeof(m->choice), "%u exit + %u enter tracepoints; arguments %s; ",
 		 nexit, nenter,
 		 args_at_enter ? "stored at enter (fallback: no task_pt_regs)" :
 				 "read at exit (task_pt_regs)");
-	if (latency)
+	if (windows)
+		snprintf(m->choice + strlen(m->choice), sizeof(m->choice) - strlen(m->choice),
+			 "latency of every call in a %.1f ms window of each %.2f s (1/%u of the "
+			 "time)",
+			 s->window_ns / 1e6, s->period_ns / 1e9, cfg->io_latency_sample);
+	else if (latency)
 		snprintf(m->choice + strlen(m->choice), sizeof(m->choice) - strlen(m->choice),
 			 "latency on 1 in %u calls", cfg->io_latency_sample);
 	else
@@ -845,6 +899,25 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 		snprintf(m->choice + strlen(m->choice), sizeof(m->choice) - strlen(m->choice),
 			 "; %u syscalls absent", nabsent);
 	return 0;
+}
+
+/* The read/write enter programs io_choose() left to the windows, attached in each from now. */
+static int io_windows_start(struct io_state *s, char *err, size_t errlen)
+{
+	const char *points[IO_WINDOW_PROGRAMS];
+	int fds[IO_WINDOW_PROGRAMS];
+	struct bpf_program *prog;
+	size_t n = 0;
+
+	bpf_object__for_each_program (prog, s->skel->obj) {
+		if (bpf_program__autoattach(prog) || bpf_program__fd(prog) < 0 ||
+		    n == IO_WINDOW_PROGRAMS)
+			continue;
+		fds[n] = bpf_program__fd(prog);
+		points[n++] = strchr(bpf_program__section_name(prog), '/') + 1;
+	}
+	s->windows = attach_window_start(fds, points, n, s->window_ns, s->period_ns, err, errlen);
+	return s->windows ? 0 : -EINVAL;
 }
 
 static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
@@ -932,6 +1005,11 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 	if (err)
 		goto out_unload;
 	m->adopted = s->adopt.adopted;
+	if (s->period_ns) {
+		err = io_windows_start(s, m->error, sizeof(m->error));
+		if (err)
+			goto out_unload;
+	}
 	s->events = ring_buffer__new(bpf_map__fd(s->skel->maps.io_path_events), handle_path_event,
 				     s, NULL);
 	if (!s->events) {

@@ -190,21 +190,61 @@ def test_latency_value(world, agent, cleanup):
         assert v == (1 if total <= bound else 0), f"le={le}: {v} with an observation of {total}"
 
 
-def test_latency_sampling(world, agent, cleanup):
-    """With --io-latency-sample 16, about one call in 16 is timed; counters stay exact."""
+PREAD_LOOP = """
+import os, sys, time
+with open(sys.argv[1] + "/cgroup.procs", "w") as f:
+    f.write(str(os.getpid()))
+fd = os.open(sys.argv[2], os.O_RDONLY)
+n, end = 0, time.monotonic() + float(sys.argv[3])
+while time.monotonic() < end:
+    for _ in range(1000):
+        os.pread(fd, 4096, 0)
+    n += 1000
+print(n)
+"""
+
+
+def test_latency_windows(world, agent, cleanup):
+    """With --io-latency-sample 16 (the default) the read enter program is attached for 1/16
+    of the time and times every call meanwhile: about one call in 16 is timed, the enter
+    program ran on about one in 16, not on every call; counters stay exact."""
+    path = "/proc/sys/kernel/bpf_stats_enabled"
+    with open(path) as f:
+        before = f.read().strip()
+    cleanup.add(lambda: open(path, "w").write(before))
+    with open(path, "w") as f:
+        f.write("1")
     a16 = Agent(cleanup, "--io-latency-sample", "16")
-    cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/sampled")
-    f = os.path.join(world.tmpfs, "sampled")
-    calls = 8000
-    iowork(cg, f"write:{f}:{calls * 4000}:4000", f"pread:{f}:{calls * 4000}:4000")
+    assert "latency of every call in a 62.5 ms window of each 1.00 s" in a16.output(), \
+        a16.output()[-2000:]
+    cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/windows")
+    f = os.path.join(world.tmpfs, "windows")
+    with open(f, "wb") as fh:
+        fh.write(os.urandom(4096))
+    m0 = a16.metrics()
+    runs0 = value(m0, "plumb_bpf_program_runs_total", module="io", program="enter_pread64")
+    secs0 = value(m0, "plumb_io_latency_window_seconds_total")
+    duration = 8.0
+    t0 = time.monotonic()
+    calls = int(sh(sys.executable, "-c", PREAD_LOOP, cg, f, str(duration)).stdout)
+    took = time.monotonic() - t0
     lab = dict(cgroup=label, mount=world.tmpfs)
-    m = settle(a16, lambda m: value(m, "plumb_io_read_calls_total", **lab) == calls)
+    m = a16.metrics()
     assert value(m, "plumb_io_latency_sample_period") == 16
-    for d in DIRS:
-        assert value(m, f"plumb_io_{d}_calls_total", **lab) == calls, d
-        got = value(m, "plumb_io_latency_seconds_count", op=d, **lab)
-        # binomial(8000, 1/16): mean 500, sd 21.7; six sd either side
-        assert 370 <= got <= 630, f"{d}: {got:.0f} timed calls of {calls}, want about 500"
+    assert value(m, "plumb_io_read_calls_total", **lab) == calls, "calls not exact"
+    timed = value(m, "plumb_io_latency_seconds_count", op="read", **lab)
+    runs = value(m, "plumb_bpf_program_runs_total", module="io", program="enter_pread64") - runs0
+    secs = value(m, "plumb_io_latency_window_seconds_total") - secs0
+    print(f"  {calls} preads in {took:.1f} s: {timed:.0f} timed (x16 = {timed * 16 / calls:.3f} "
+          f"of the calls), enter_pread64 ran {runs:.0f} times, windows {secs:.3f} s")
+    # the windows' share of the time: 8 windows of 62.5 ms, give or take one at the edges
+    assert (duration - 1) / 16 <= secs <= (took + 1) / 16, f"windows {secs:.3f} s in {took:.1f} s"
+    # a steady loop: its timed share follows the windows' (one window more or less is 12%,
+    # the VM's rate wanders ~10% between windows); every call timed would be 16x
+    assert 0.6 <= timed * 16 / calls <= 1.5, f"{timed:.0f} of {calls} calls timed, want ~1/16"
+    # the enter program ran on the timed calls (and any other pread of the host then), not
+    # on every call: per-call sampling would run it on all of them
+    assert timed <= runs <= calls / 4, f"enter_pread64 ran {runs:.0f} times for {calls} calls"
     a16.stop()
 
 
@@ -648,7 +688,7 @@ def main():
                          ("io: workload names from real cgroup layouts", test_workload_labels),
                          ("io: a mount only another namespace sees", test_mount_namespace),
                          ("io: a 20 ms read in the right latency bucket", test_latency_value),
-                         ("io: latency sampling", test_latency_sampling),
+                         ("io: latency windows, 1/16 of the time", test_latency_windows),
                          ("io: a full map counts what it loses", test_map_full_counted),
                          ("io: slots of removed cgroups reused, zeroed", test_slots_reused),
                          ("io: a new key shows at the next read", test_new_key_prompt),

@@ -82,13 +82,20 @@ def test_check_matches_attached(cleanup):
         said = {p for p, (_, status) in rows.items()
                 if (status == "attached" or status.startswith("attached:"))
                 and p.split("/")[0] in ("syscalls", "tp_btf")}
+        # io's read/write enter programs are attached 1/16 of the time (latency windows):
+        # bpftool may or may not see them at a given moment
+        windowed = {p for p, (_, status) in rows.items() if status.endswith("latency windows")}
+        assert all(p.startswith("syscalls/sys_enter_") for p in windowed), windowed
+        assert not windowed or "task_pt_regs" not in env.get("PLUMB_TEST_HIDE", ""), \
+            f"{env}: windows where the enter programs run on every call: {sorted(windowed)}"
+        said -= windowed
         with hidden(**env):
             a = Agent(cleanup, "--modules", modules, wait_for_module=False)
         deadline = time.time() + 120
         while not all(f"module {m}: " in a.output() for m in modules.split(",")):
             assert time.time() < deadline, f"{env}: modules not up: {a.output()}"
             time.sleep(0.2)
-        real = attached_points(a.proc.pid)
+        real = attached_points(a.proc.pid) - windowed
         a.stop()
         assert said == real, f"{env}: --check says {sorted(said - real)} extra, " \
                              f"{sorted(real - said)} missing"

@@ -151,11 +151,10 @@ def test_restart(cleanup):
     assert value(c.metrics(), "plumb_pin_restored_series") > 0, "nothing carried"
     print(f"  third agent: the idle workload's count {m2} carried over an agent that never "
           f"saw it, now {m2 + m3}")
-    # the same maps but another setting (io's latency sampling, in the programs' read-only
-    # data): not taken over, the counts carried
+    # the same maps but another setting (io's latency off, in the programs' read-only data):
+    # not taken over, the counts carried
     assert c.stop() == 0, "the third agent did not exit cleanly"
-    c = Agent(cleanup, "--pin", pin, "--io-capacity", "8192", "--io-latency-sample", "4",
-              port=port)
+    c = Agent(cleanup, "--pin", pin, "--io-capacity", "8192", "--no-io-latency", port=port)
     assert "io: the maps left are another build's or settings'" in c.output(), \
         c.output()[-2000:]
     assert value(c.metrics(), "plumb_pin_restored_series") > 0, "nothing carried"

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef PLUMB_WINDOW_H
+#define PLUMB_WINDOW_H
+
+/*
+ * Programs attached for a window of every period, from a thread of their own: io's latency
+ * sampling (docs/architecture.md, "Latency windows"). An enter program on a syscall
+ * tracepoint costs every call of that syscall on the host its dispatch (~190 ns on the AMD
+ * hosts, bench/results/hotpath.md) even when it decides to do nothing; attached 1/N of the
+ * time it costs 1/N of that.
+ *
+ * Each program gets a perf event on its tracepoint, opened once and never enabled (a BPF
+ * program on a tracepoint event runs whether the event is enabled or not); a window attaches
+ * the programs with BPF_LINK_CREATE (~10 us) and ends by closing the links from parallel
+ * threads: a program stops at the start of its link's close, but the close then waits a
+ * tasks-trace RCU grace period (~40 ms here), which must not delay the next program's. The
+ * perf events stay, so a window does not pay their free (another grace period, serialised).
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+struct attach_window;
+
+struct attach_window_stats {
+	uint64_t windows; /* windows that attached every program */
+	uint64_t failed; /* windows that could not attach one (logged once) */
+	uint64_t attached_ns; /* time from the last attach to the first close, all windows */
+};
+
+/*
+ * Opens a perf event for each of n tracepoints ("category/event") and starts the thread:
+ * from now on, in each period of period_ns, the programs prog_fds[0..n) are attached for
+ * window_ns from a random offset. NULL with err on failure (nothing left open).
+ */
+struct attach_window *attach_window_start(const int *prog_fds, const char *const *points, size_t n,
+					  uint64_t window_ns, uint64_t period_ns, char *err,
+					  size_t errlen);
+
+void attach_window_stats(struct attach_window *w, struct attach_window_stats *out);
+
+/* Ends the current window, stops the thread, closes the perf events. NULL is fine. */
+void attach_window_stop(struct attach_window *w);
+
+#endif
