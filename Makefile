@@ -109,8 +109,8 @@ $(BUILD)/floor.bpf.o $(BUILD)/flow_floor.bpf.o $(BUILD)/sched_floor.bpf.o $(BUIL
 $(BUILD)/hold: bench/hold.c
 	$(CC) $(CFLAGS) $< -o $@ -lbpf -lelf -lz
 
-$(BUILD)/hotpath: bench/hotpath.c $(BUILD)/io.skel.h $(BUILD)/floor.skel.h
-	$(CC) $(CFLAGS) $< -o $@ -lbpf -lelf -lz
+$(BUILD)/hotpath: bench/hotpath.c $(BUILD)/io.skel.h $(BUILD)/floor.skel.h $(BUILD)/libplumb.a
+	$(CC) $(CFLAGS) $< $(BUILD)/libplumb.a -o $@ $(LDLIBS)
 
 # bench/place.py's baseline (a genetic algorithm) and exhaustive search, on place.c's parser
 $(BUILD)/place_ga $(BUILD)/place_exact: $(BUILD)/%: bench/%.c $(BUILD)/libplumb.a

@@ -6,12 +6,17 @@
  * of a shared machine far better than separate runs can; the report is the median of the
  * paired differences.
  *
- *   hotpath [--floor [--gate]] [--no-latency] [--sample N] [--pairs N] [--calls N] TMPFS_FILE
+ *   hotpath [--floor [--gate]] [--no-latency] [--sample N | --windows N] [--pairs N] [--calls N]
+ *           TMPFS_FILE
  *   hotpath --hold [--floor] [--no-latency]
  *
  * --floor loads bench/floor.bpf.c instead: empty programs on the same tracepoints (enter
  * programs too unless --no-latency), the kernel's own price for any program there. --gate
  * makes them check the handover gate (bpf/gate.bpf.h) first: above the floor, its price.
+ *
+ * --windows N attaches the enter programs as the agent does by default (src/window.h): for
+ * 1/N of each second, timing every call then. Its batches must span whole seconds (--calls):
+ * the report gives the share of the time the windows were open.
  *
  * --hold attaches the programs and keeps them attached until SIGTERM or SIGINT (prints
  * "attached" first): bench/overhead.py runs fio beside it for the floor's share of a workload.
@@ -32,6 +37,9 @@
 
 #include "io.skel.h"
 #include "floor.skel.h"
+#include "window.h"
+
+#define IO_ENTER_MAX 16
 
 enum loop { LOOP_PREAD, LOOP_ZERO, LOOP_GETPPID, LOOPS };
 
@@ -87,6 +95,9 @@ static double median(double *v, int n)
 struct subject {
 	struct io_bpf *io;
 	struct floor_bpf *floor;
+	unsigned int windows; /* N: enter programs in windows of 1/N s of each second */
+	struct attach_window *window;
+	double window_s; /* time the windows were open, all batches */
 };
 
 static int subject_load(struct subject *sub, int floor, int latency, unsigned int sample, int gated)
@@ -105,8 +116,12 @@ static int subject_load(struct subject *sub, int floor, int latency, unsigned in
 		if (!sub->io)
 			return -1;
 		sub->io->rodata->latency_enabled = latency;
-		sub->io->rodata->latency_sample_period = sample;
+		sub->io->rodata->latency_sample_period = sub->windows ? 1 : sample;
 		obj = sub->io->obj;
+		if (sub->windows)
+			bpf_object__for_each_program (p, obj)
+				if (!strncmp(bpf_program__name(p), "enter_", 6))
+					bpf_program__set_autoattach(p, false);
 	}
 	if (!latency)
 		bpf_object__for_each_program (p, obj)
@@ -183,15 +198,48 @@ static void program_run_times(struct subject *sub, int file_fd, int zero_fd, lon
 
 static int subject_attach(struct subject *sub)
 {
-	return sub->floor ? floor_bpf__attach(sub->floor) : io_bpf__attach(sub->io);
+	const char *points[IO_ENTER_MAX];
+	int fds[IO_ENTER_MAX];
+	struct bpf_program *p;
+	char err[256];
+	size_t n = 0;
+
+	if (sub->floor)
+		return floor_bpf__attach(sub->floor);
+	if (io_bpf__attach(sub->io))
+		return -1;
+	if (!sub->windows)
+		return 0;
+	/* the read- and write-family enter programs, as src/modules/io.c picks them */
+	bpf_object__for_each_program (p, sub->io->obj)
+		if (!strncmp(bpf_program__name(p), "enter_", 6) && n < IO_ENTER_MAX &&
+		    (strstr(bpf_program__name(p), "read") ||
+		     strstr(bpf_program__name(p), "write"))) {
+			fds[n] = bpf_program__fd(p);
+			points[n++] = strchr(bpf_program__section_name(p), '/') + 1;
+		}
+	sub->window = attach_window_start(fds, points, n, 1000000000ull / sub->windows,
+					  1000000000ull, err, sizeof(err));
+	if (!sub->window)
+		fprintf(stderr, "hotpath: %s\n", err);
+	return sub->window ? 0 : -1;
 }
 
 static void subject_detach(struct subject *sub)
 {
-	if (sub->floor)
+	struct attach_window_stats st;
+
+	if (sub->floor) {
 		floor_bpf__detach(sub->floor);
-	else
-		io_bpf__detach(sub->io);
+		return;
+	}
+	if (sub->window) {
+		attach_window_stats(sub->window, &st);
+		sub->window_s += st.attached_ns / 1e9;
+		attach_window_stop(sub->window);
+		sub->window = NULL;
+	}
+	io_bpf__detach(sub->io);
 }
 
 /* --hold: attached until a signal; 0 when it came, 1 when the programs would not attach. */
@@ -257,6 +305,8 @@ int main(int argc, char **argv)
 			gated = 1;
 		else if (!strcmp(argv[i], "--sample") && i + 1 < argc - 1)
 			sample = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--windows") && i + 1 < argc - 1)
+			sub.windows = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--pairs") && i + 1 < argc - 1)
 			pairs = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--calls") && i + 1 < argc - 1)
@@ -265,9 +315,9 @@ int main(int argc, char **argv)
 			break;
 	}
 	if (i != argc - 1 || pairs < 5 || calls < 100 || !sample || (sample & (sample - 1)) ||
-	    (gated && !floor)) {
-		fprintf(stderr, "usage: hotpath [--floor [--gate]] [--no-latency] [--sample 2^k] "
-				"[--pairs N>=5] [--calls N] FILE\n");
+	    (gated && !floor) || (sub.windows && (floor || !latency || sub.windows > 100))) {
+		fprintf(stderr, "usage: hotpath [--floor [--gate]] [--no-latency] [--sample 2^k | "
+				"--windows 2..100] [--pairs N>=5] [--calls N] FILE\n");
 		return 2;
 	}
 	file_fd = open(argv[argc - 1], O_RDONLY);
@@ -289,6 +339,9 @@ int main(int argc, char **argv)
 			"empty programs");
 	printf("|---|---|---|---|\n");
 	for (enum loop l = 0; l < LOOPS; l++) {
+		double with_s = 0;
+
+		sub.window_s = 0;
 		for (i = 0; i < pairs; i++) {
 			base[i] = run_batch(l, file_fd, zero_fd, calls);
 			if (subject_attach(&sub)) {
@@ -296,14 +349,20 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			with[i] = run_batch(l, file_fd, zero_fd, calls);
+			with_s += with[i] * calls / 1e9;
 			subject_detach(&sub);
 			diff[i] = with[i] - base[i];
 		}
 		printf("| %s | %.0f | %.0f | %+.0f |\n", loop_names[l], median(base, pairs),
 		       median(with, pairs), median(diff, pairs));
+		if (sub.windows)
+			fprintf(stderr, "%s: windows open %.4f of the time (1/%u = %.4f)\n",
+				loop_names[l], sub.window_s / with_s, sub.windows,
+				1.0 / sub.windows);
 		fflush(stdout);
 	}
-	program_run_times(&sub, file_fd, zero_fd, calls * 5);
+	/* per run, the windows change nothing but how often the enter programs run */
+	program_run_times(&sub, file_fd, zero_fd, sub.windows ? calls : calls * 5);
 	io_bpf__destroy(sub.io);
 	floor_bpf__destroy(sub.floor);
 	return 0;

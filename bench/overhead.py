@@ -41,7 +41,8 @@ def main():
     cleanup = Cleanup()
     bench = Bench("overhead", "Overhead of plumb's io module on fio",
                   f"""fio {RUNTIME} s per run, {PAIRS} pairs, each pair with and without
-`plumb agent --modules io` (default settings: latency sampled 1 in 16), order alternating.
+`plumb agent --modules io` (default settings: latency in windows, 1/16 of the time), order
+alternating.
 Targets: ratio >= 0.95 (4 KiB random read, tmpfs) and >= 0.99 (1 MiB sequential write, ext4).""")
     try:
         base = tempfile.mkdtemp(prefix="plumb-bench-", dir="/tmp")
@@ -83,7 +84,7 @@ Targets: ratio >= 0.95 (4 KiB random read, tmpfs) and >= 0.99 (1 MiB sequential 
         verdicts = [f"- floor (empty programs on the same exit tracepoints, nothing counted): "
                     f"4 KiB ratio {floor:.3f}: the kernel's price for running any program "
                     f"there, the most the io module could reach on this machine"]
-        for mode, extra in (("default: latency 1 in 16", []),
+        for mode, extra in (("default: latency windows 1/16", []),
                             ("--no-io-latency", ["--no-io-latency"])):
             agent_args[2:] = extra
             r1 = bench.compare(f"4 KiB psync randread, tmpfs ({mode})", randread, "IOPS",

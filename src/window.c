@@ -16,6 +16,9 @@
 #include "window.h"
 
 #define TRACEFS "/sys/kernel/tracing"
+/* From one program's attach (and close) to the next's: more than a close takes here */
+#define WINDOW_STAGGER_NS   50000000ull
+#define WINDOW_MAX_PROGRAMS 16
 
 struct attach_window {
 	pthread_t thread;
@@ -86,56 +89,77 @@ static uint64_t next_random(struct attach_window *w)
 	return w->rng;
 }
 
-/* Attaches every program; on a failure, closes what did attach. 0 or -errno. */
-static int attach_all(struct attach_window *w)
+/*
+ * One window: program k attached at start + k * WINDOW_STAGGER_NS and closed window_ns after
+ * its own attach, in that order, all from this thread. Staggered because a close blocks: it
+ * detaches the program at once, then waits for a grace period (~40 ms); on 6.1 and 6.12 a
+ * close's detach also waits behind the grace period of any close already under way
+ * (measured: the last of ten parallel closes took effect ~400 ms late), so closing all at
+ * once would give the last program a window several times longer. Each program's span is
+ * measured, from its attach to the start of its close. False when stopped.
+ */
+static bool window_run(struct attach_window *w, uint64_t start, bool *warned)
 {
-	for (size_t i = 0; i < w->n; i++) {
-		w->links[i] = bpf_link_create(w->prog_fds[i], w->perf_fds[i], BPF_PERF_EVENT, NULL);
-		if (w->links[i] < 0) {
-			int err = w->links[i];
+	uint64_t attached_at[WINDOW_MAX_PROGRAMS], spans = 0;
+	size_t next_attach = 0, next_close = 0;
+	bool stop = false, failed = false;
 
-			fds_close_parallel(w->links, i);
-			return err;
+	while (next_close < w->n) {
+		uint64_t due_attach = start + next_attach * WINDOW_STAGGER_NS;
+		uint64_t due_close = next_close < next_attach ?
+					     attached_at[next_close] + w->window_ns :
+					     UINT64_MAX;
+
+		if (next_attach < w->n && !stop && !failed && due_attach <= due_close) {
+			stop = wait_until(w, due_attach);
+			if (stop)
+				continue;
+			w->links[next_attach] =
+				bpf_link_create(w->prog_fds[next_attach], w->perf_fds[next_attach],
+						BPF_PERF_EVENT, NULL);
+			if (w->links[next_attach] < 0) {
+				if (!*warned)
+					pr_warn("io: latency window cannot attach: %s (counted in "
+						"plumb_io_latency_windows_failed_total)\n",
+						strerror(-w->links[next_attach]));
+				*warned = true;
+				failed = true;
+				continue;
+			}
+			attached_at[next_attach++] = monotonic_ns();
+			continue;
 		}
+		if (next_close == next_attach) /* stopped or failed: nothing more attached */
+			break;
+		if (!stop && !failed)
+			stop = wait_until(w, due_close);
+		spans += monotonic_ns() - attached_at[next_close];
+		close(w->links[next_close]);
+		w->links[next_close++] = -1;
 	}
-	return 0;
+	pthread_mutex_lock(&w->lock);
+	if (failed)
+		w->stats.failed++;
+	else if (!stop)
+		w->stats.windows++;
+	/* the programs' mean span: each syscall's calls are timed for this long */
+	w->stats.attached_ns += spans / w->n;
+	pthread_mutex_unlock(&w->lock);
+	return !stop;
 }
 
 static void *window_thread(void *arg)
 {
 	struct attach_window *w = arg;
 	uint64_t period = monotonic_ns();
-	bool warned = false, stop = false;
+	uint64_t slack = w->period_ns - w->window_ns - w->n * WINDOW_STAGGER_NS;
+	bool warned = false;
 
-	while (!stop) {
-		uint64_t start = period + next_random(w) % (w->period_ns - w->window_ns + 1), t0,
-			 t1;
-		int err;
-
-		if (wait_until(w, start))
+	for (;;) {
+		if (!window_run(w, period + next_random(w) % (slack + 1), &warned))
 			break;
-		err = attach_all(w);
-		if (err) {
-			if (!warned)
-				pr_warn("io: latency window cannot attach: %s (counted in "
-					"plumb_io_latency_windows_failed_total)\n",
-					strerror(-err));
-			warned = true;
-			pthread_mutex_lock(&w->lock);
-			w->stats.failed++;
-			pthread_mutex_unlock(&w->lock);
-		} else {
-			t0 = monotonic_ns();
-			stop = wait_until(w, t0 + w->window_ns);
-			t1 = monotonic_ns();
-			fds_close_parallel(w->links, w->n);
-			pthread_mutex_lock(&w->lock);
-			w->stats.windows++;
-			w->stats.attached_ns += t1 - t0;
-			pthread_mutex_unlock(&w->lock);
-		}
 		period += w->period_ns;
-		/* behind by more than a period (a stopped process, a slow close): start afresh */
+		/* behind by more than a period (a stopped process, slow closes): start afresh */
 		if (monotonic_ns() > period + w->period_ns)
 			period = monotonic_ns();
 	}
@@ -160,7 +184,8 @@ struct attach_window *attach_window_start(const int *prog_fds, const char *const
 	pthread_condattr_t attr;
 	int rc;
 
-	if (!w || !n || !window_ns || window_ns >= period_ns) {
+	if (!w || !n || n > WINDOW_MAX_PROGRAMS || !window_ns ||
+	    window_ns + n * WINDOW_STAGGER_NS > period_ns) {
 		snprintf(err, errlen, "latency window: %s", w ? "bad window" : "out of memory");
 		free(w);
 		return NULL;

@@ -11,10 +11,11 @@
  *
  * Each program gets a perf event on its tracepoint, opened once and never enabled (a BPF
  * program on a tracepoint event runs whether the event is enabled or not); a window attaches
- * the programs with BPF_LINK_CREATE (~10 us) and ends by closing the links from parallel
- * threads: a program stops at the start of its link's close, but the close then waits a
- * tasks-trace RCU grace period (~40 ms here), which must not delay the next program's. The
- * perf events stay, so a window does not pay their free (another grace period, serialised).
+ * each program with BPF_LINK_CREATE (~10 us) and closes its link window_ns later. A program
+ * stops at the start of its link's close, but the close then waits for an RCU grace period
+ * (~40 ms), and on 6.1 and 6.12 the next close's detach waits behind it: so the programs'
+ * windows are staggered 50 ms apart (src/window.c), each measured. The perf events stay, so
+ * a window does not pay their free (another grace period, serialised).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -24,13 +25,14 @@ struct attach_window;
 struct attach_window_stats {
 	uint64_t windows; /* windows that attached every program */
 	uint64_t failed; /* windows that could not attach one (logged once) */
-	uint64_t attached_ns; /* time from the last attach to the first close, all windows */
+	uint64_t attached_ns; /* the programs' mean time attached, all windows */
 };
 
 /*
  * Opens a perf event for each of n tracepoints ("category/event") and starts the thread:
- * from now on, in each period of period_ns, the programs prog_fds[0..n) are attached for
- * window_ns from a random offset. NULL with err on failure (nothing left open).
+ * from now on, in each period of period_ns, each of the programs prog_fds[0..n) is attached
+ * for window_ns, from a random offset (n * 50 ms + window_ns must fit in the period). NULL
+ * with err on failure (nothing left open).
  */
 struct attach_window *attach_window_start(const int *prog_fds, const char *const *points, size_t n,
 					  uint64_t window_ns, uint64_t period_ns, char *err,
