@@ -15,8 +15,9 @@
  * makes them check the handover gate (bpf/gate.bpf.h) first: above the floor, its price.
  *
  * --windows N attaches the enter programs as the agent does by default (src/window.h): for
- * 1/N of each second, timing every call then. Its batches are 3 s long instead of --calls
- * calls; the report gives the share of the time the windows were open.
+ * 1/N of each second (of each --window-period S seconds), timing every call then. Its
+ * batches are 3 periods long instead of --calls calls; the report gives the share of the
+ * time the windows were open.
  *
  * --hold attaches the programs and keeps them attached until SIGTERM or SIGINT (prints
  * "attached" first): bench/overhead.py runs fio beside it for the floor's share of a workload.
@@ -114,7 +115,9 @@ static double median(double *v, int n)
 struct subject {
 	struct io_bpf *io;
 	struct floor_bpf *floor;
-	unsigned int windows; /* N: enter programs in windows of 1/N s of each second */
+	unsigned int windows; /* N: enter programs in windows of 1/N of each period */
+	unsigned int period_s; /* the windows' period, seconds (1) */
+	size_t nwindowed; /* programs in the windows */
 	struct attach_window *window;
 	double window_s; /* time the windows were open, all batches */
 };
@@ -237,8 +240,10 @@ static int subject_attach(struct subject *sub)
 			fds[n] = bpf_program__fd(p);
 			points[n++] = strchr(bpf_program__section_name(p), '/') + 1;
 		}
-	sub->window = attach_window_start(fds, points, n, 1000000000ull / sub->windows,
-					  1000000000ull, err, sizeof(err));
+	sub->nwindowed = n;
+	sub->window =
+		attach_window_start(fds, points, n, sub->period_s * 1000000000ull / sub->windows,
+				    sub->period_s * 1000000000ull, err, sizeof(err));
 	if (!sub->window)
 		fprintf(stderr, "hotpath: %s\n", err);
 	return sub->window ? 0 : -1;
@@ -254,7 +259,9 @@ static void subject_detach(struct subject *sub)
 	}
 	if (sub->window) {
 		attach_window_stats(sub->window, &st);
-		sub->window_s += st.attached_ns / 1e9;
+		/* the programs' mean span */
+		for (size_t k = 0; k < sub->nwindowed; k++)
+			sub->window_s += st.attached_ns[k] / 1e9 / sub->nwindowed;
 		attach_window_stop(sub->window);
 		sub->window = NULL;
 	}
@@ -288,7 +295,7 @@ int main(int argc, char **argv)
 	unsigned int sample = 1;
 	long calls = 200000;
 	double *base, *with, *diff;
-	struct subject sub = { 0 };
+	struct subject sub = { .period_s = 1 };
 
 	for (i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--hold"))
@@ -326,6 +333,8 @@ int main(int argc, char **argv)
 			sample = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--windows") && i + 1 < argc - 1)
 			sub.windows = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--window-period") && i + 1 < argc - 1)
+			sub.period_s = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--pairs") && i + 1 < argc - 1)
 			pairs = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--calls") && i + 1 < argc - 1)
@@ -334,9 +343,11 @@ int main(int argc, char **argv)
 			break;
 	}
 	if (i != argc - 1 || pairs < 5 || calls < 100 || !sample || (sample & (sample - 1)) ||
-	    (gated && !floor) || (sub.windows && (floor || !latency || sub.windows > 100))) {
+	    (gated && !floor) || (sub.windows && (floor || !latency || sub.windows > 100)) ||
+	    !sub.period_s || sub.period_s > 60) {
 		fprintf(stderr, "usage: hotpath [--floor [--gate]] [--no-latency] [--sample 2^k | "
-				"--windows 2..100] [--pairs N>=5] [--calls N] FILE\n");
+				"--windows 2..100 [--window-period 1..60]] [--pairs N>=5] "
+				"[--calls N] FILE\n");
 		return 2;
 	}
 	file_fd = open(argv[argc - 1], O_RDONLY);
@@ -362,15 +373,17 @@ int main(int argc, char **argv)
 
 		sub.window_s = 0;
 		for (i = 0; i < pairs; i++) {
-			base[i] = sub.windows ? run_seconds(l, file_fd, zero_fd, WINDOW_BATCH_S) :
+			base[i] = sub.windows ? run_seconds(l, file_fd, zero_fd,
+							    WINDOW_BATCH_S * sub.period_s) :
 						run_batch(l, file_fd, zero_fd, calls);
 			if (subject_attach(&sub)) {
 				fprintf(stderr, "hotpath: cannot attach\n");
 				return 1;
 			}
 			if (sub.windows) {
-				with[i] = run_seconds(l, file_fd, zero_fd, WINDOW_BATCH_S);
-				with_s += WINDOW_BATCH_S;
+				with[i] = run_seconds(l, file_fd, zero_fd,
+						      WINDOW_BATCH_S * sub.period_s);
+				with_s += WINDOW_BATCH_S * sub.period_s;
 			} else {
 				with[i] = run_batch(l, file_fd, zero_fd, calls);
 			}

@@ -17,8 +17,7 @@
 
 #define TRACEFS "/sys/kernel/tracing"
 /* From one program's attach (and close) to the next's: more than a close takes here */
-#define WINDOW_STAGGER_NS   50000000ull
-#define WINDOW_MAX_PROGRAMS 16
+#define WINDOW_STAGGER_NS 50000000ull
 
 struct attach_window {
 	pthread_t thread;
@@ -100,7 +99,7 @@ static uint64_t next_random(struct attach_window *w)
  */
 static bool window_run(struct attach_window *w, uint64_t start, bool *warned)
 {
-	uint64_t attached_at[WINDOW_MAX_PROGRAMS], spans = 0;
+	uint64_t attached_at[WINDOW_MAX_PROGRAMS], spans[WINDOW_MAX_PROGRAMS] = { 0 };
 	size_t next_attach = 0, next_close = 0;
 	bool stop = false, failed = false;
 
@@ -133,7 +132,7 @@ static bool window_run(struct attach_window *w, uint64_t start, bool *warned)
 			break;
 		if (!stop && !failed)
 			stop = wait_until(w, due_close);
-		spans += monotonic_ns() - attached_at[next_close];
+		spans[next_close] = monotonic_ns() - attached_at[next_close];
 		close(w->links[next_close]);
 		w->links[next_close++] = -1;
 	}
@@ -142,8 +141,9 @@ static bool window_run(struct attach_window *w, uint64_t start, bool *warned)
 		w->stats.failed++;
 	else if (!stop)
 		w->stats.windows++;
-	/* the programs' mean span: each syscall's calls are timed for this long */
-	w->stats.attached_ns += spans / w->n;
+	/* each program's span: its syscall's calls are timed for this long */
+	for (size_t k = 0; k < w->n; k++)
+		w->stats.attached_ns[k] += spans[k];
 	pthread_mutex_unlock(&w->lock);
 	return !stop;
 }

@@ -22,10 +22,13 @@
 
 struct attach_window;
 
+#define WINDOW_MAX_PROGRAMS 16
+
 struct attach_window_stats {
 	uint64_t windows; /* windows that attached every program */
 	uint64_t failed; /* windows that could not attach one (logged once) */
-	uint64_t attached_ns; /* the programs' mean time attached, all windows */
+	/* each program's time attached, all windows (its attach to the start of its close) */
+	uint64_t attached_ns[WINDOW_MAX_PROGRAMS];
 };
 
 /*

@@ -51,7 +51,6 @@ const char *const io_dir_names[IO_DIRS] = { "read", "write" };
  */
 #define IO_WINDOW_PERIOD_NS 1000000000ull
 #define IO_WINDOW_MIN_NS    10000000ull
-#define IO_WINDOW_PROGRAMS  16 /* read- and write-family syscalls: 10 */
 
 /* What user space knows of one (cgroup id, mount id) key. */
 struct io_entry {
@@ -100,6 +99,8 @@ struct io_state {
 	 * every period_ns (src/window.h); NULL when every call is timed or latency is off */
 	struct attach_window *windows;
 	uint64_t window_ns, period_ns;
+	const char *windowed[WINDOW_MAX_PROGRAMS]; /* their syscalls' names, in window order */
+	size_t nwindowed;
 };
 
 static int key_cmp(const void *a, const void *b)
@@ -650,11 +651,13 @@ static int io_collect(struct plumb_module *m, struct prom_writer *w)
 				    "Latency windows that could not attach their programs (not "
 				    "timed).");
 			prom_sample(w, NULL, 0, (double)ws.failed);
-			prom_family(
-				w, "plumb_io_latency_window_seconds_total", PROM_COUNTER,
-				"Time inside latency windows: the calls that entered then are the "
-				"ones timed.");
-			prom_sample(w, NULL, 0, ws.attached_ns / 1e9);
+			prom_family(w, "plumb_io_latency_window_seconds_total", PROM_COUNTER,
+				    "Time the syscall's enter program was attached, in latency "
+				    "windows: its calls that entered then are the ones timed.");
+			for (size_t k = 0; k < s->nwindowed; k++) {
+				l[0] = (struct prom_label){ "syscall", s->windowed[k] };
+				prom_sample(w, l, 1, ws.attached_ns[k] / 1e9);
+			}
 		}
 		for (int k = 0; k < IO_LAT_BUCKETS - 1; k++)
 			bounds[k] = io_latency_bound(k);
@@ -904,18 +907,20 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 /* The read/write enter programs io_choose() left to the windows, attached in each from now. */
 static int io_windows_start(struct io_state *s, char *err, size_t errlen)
 {
-	const char *points[IO_WINDOW_PROGRAMS];
-	int fds[IO_WINDOW_PROGRAMS];
+	const char *points[WINDOW_MAX_PROGRAMS];
+	int fds[WINDOW_MAX_PROGRAMS];
 	struct bpf_program *prog;
 	size_t n = 0;
 
 	bpf_object__for_each_program (prog, s->skel->obj) {
 		if (bpf_program__autoattach(prog) || bpf_program__fd(prog) < 0 ||
-		    n == IO_WINDOW_PROGRAMS)
+		    n == WINDOW_MAX_PROGRAMS)
 			continue;
 		fds[n] = bpf_program__fd(prog);
-		points[n++] = strchr(bpf_program__section_name(prog), '/') + 1;
+		points[n] = strchr(bpf_program__section_name(prog), '/') + 1;
+		s->windowed[n++] = strchr(bpf_program__name(prog), '_') + 1;
 	}
+	s->nwindowed = n;
 	s->windows = attach_window_start(fds, points, n, s->window_ns, s->period_ns, err, errlen);
 	return s->windows ? 0 : -EINVAL;
 }

@@ -204,16 +204,22 @@ print(n)
 """
 
 
-def test_latency_windows(world, agent, cleanup):
-    """With --io-latency-sample 16 (the default) the read enter program is attached for 1/16
-    of the time and times every call meanwhile: about one call in 16 is timed, the enter
-    program ran on about one in 16, not on every call; counters stay exact."""
+def bpf_stats_on(cleanup):
+    """Sets kernel.bpf_stats_enabled to 1 until cleanup restores it; returns its path."""
     path = "/proc/sys/kernel/bpf_stats_enabled"
     with open(path) as f:
         before = f.read().strip()
     cleanup.add(lambda: open(path, "w").write(before))
     with open(path, "w") as f:
         f.write("1")
+    return path
+
+
+def test_latency_windows(world, agent, cleanup):
+    """With --io-latency-sample 16 (the default) the read enter program is attached for 1/16
+    of the time and times every call meanwhile: about one call in 16 is timed, the enter
+    program ran on about one in 16, not on every call; counters stay exact."""
+    bpf_stats_on(cleanup)
     a16 = Agent(cleanup, "--io-latency-sample", "16")
     assert "latency of every call in a 62.5 ms window of each 1.00 s" in a16.output(), \
         a16.output()[-2000:]
@@ -224,7 +230,7 @@ def test_latency_windows(world, agent, cleanup):
             fh.write(os.urandom(4096))
         m0 = a16.metrics()
         runs0 = value(m0, "plumb_bpf_program_runs_total", module="io", program="enter_pread64")
-        secs0 = value(m0, "plumb_io_latency_window_seconds_total")
+        secs0 = value(m0, "plumb_io_latency_window_seconds_total", syscall="pread64")
         duration = 8.0
         t0 = time.monotonic()
         calls = int(sh(sys.executable, "-c", PREAD_LOOP, cg, f, str(duration)).stdout)
@@ -236,7 +242,7 @@ def test_latency_windows(world, agent, cleanup):
         timed = value(m, "plumb_io_latency_seconds_count", op="read", **lab)
         runs = value(m, "plumb_bpf_program_runs_total", module="io",
                      program="enter_pread64") - runs0
-        secs = value(m, "plumb_io_latency_window_seconds_total") - secs0
+        secs = value(m, "plumb_io_latency_window_seconds_total", syscall="pread64") - secs0
         share = secs / took
         print(f"  {calls} preads in {took:.1f} s: {timed:.0f} timed ({timed / calls:.4f} of the "
               f"calls), enter_pread64 ran {runs:.0f} times; windows {secs:.3f} s ({share:.4f} of "
@@ -630,12 +636,7 @@ def test_module_failure(world, agent, cleanup):
 
 def test_bpf_stats(world, agent, cleanup):
     """With kernel.bpf_stats_enabled the programs' run time and count are exported."""
-    path = "/proc/sys/kernel/bpf_stats_enabled"
-    with open(path) as f:
-        before = f.read().strip()
-    cleanup.add(lambda: open(path, "w").write(before))
-    with open(path, "w") as f:
-        f.write("1")
+    path = bpf_stats_on(cleanup)
     cg, _ = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/stats")
     iowork(cg, f"write:{world.tmpfs}/stats:4096:1024")
     m = agent.metrics()
