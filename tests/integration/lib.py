@@ -133,6 +133,14 @@ def free_port():
         return s.getsockname()[1]
 
 
+def read_log(f):
+    """All of a child's log file, read without moving its offset: the child's stdout is this
+    same open file, so a seek(0) here made the child's next write land at 0, over the start
+    of what it had written (seen once: a warning line cut in half, test_webconfig)."""
+    fd = f.fileno()
+    return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
+
+
 class Agent:
     def __init__(self, cleanup, *args, wait_for_module=True, port=None):
         self.port = port or free_port()
@@ -160,8 +168,7 @@ class Agent:
         raise RuntimeError("agent did not come up: " + self.output())
 
     def output(self):
-        self.log.seek(0)
-        return self.log.read()
+        return read_log(self.log)
 
     def get(self, path, method="GET"):
         req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method)
@@ -399,8 +406,7 @@ scrape_configs:
             return False
 
     def output(self):
-        self.log.seek(0)
-        return self.log.read()[-2000:]
+        return read_log(self.log)[-2000:]
 
     def _api(self, endpoint, **params):
         url = (f"http://127.0.0.1:{self.port}/api/v1/{endpoint}?" +

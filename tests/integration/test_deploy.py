@@ -22,8 +22,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import (EMULATED, IOWORK, PLUMB, REFUSED, ROOT, Agent, Cleanup, Runner,  # noqa: E402
-                 free_port, make_cgroup, mount_tmpfs, refused_syscalls, require_root, select, settle,
-                 sh, value)
+                 free_port, make_cgroup, mount_tmpfs, read_log, refused_syscalls, require_root,
+                 select, settle, sh, value)
 
 import yaml  # noqa: E402
 
@@ -660,8 +660,7 @@ def test_agent_unprivileged_uid(cleanup):
     agent.port = port
     deadline = time.time() + 30
     while True:
-        log.seek(0)
-        out = log.read()
+        out = read_log(log)
         if "serving metrics" in out:
             break
         assert p.poll() is None and time.time() < deadline, f"agent as uid 65534: {out}"

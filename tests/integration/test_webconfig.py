@@ -16,7 +16,8 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import EMULATED, PLUMB, Cleanup, Runner, free_port, require_root, sh  # noqa: E402
+from lib import (EMULATED, PLUMB, Cleanup, Runner, free_port, read_log, require_root,  # noqa: E402
+                 sh)
 
 USER_SPACE = "TLS, basic auth and the HTTP server are user space: the same on every kernel"
 
@@ -64,12 +65,10 @@ def start(cleanup, *args):
     cleanup.add(lambda: p.poll() is None and (p.terminate(), p.wait()))
     deadline = time.time() + 20
     while time.time() < deadline and p.poll() is None:
-        log.seek(0)
-        if "serving metrics at" in log.read():
+        if "serving metrics at" in read_log(log):
             break
         time.sleep(0.1)
-    log.seek(0)
-    return p, port, log.read()
+    return p, port, read_log(log)
 
 
 def get(port, path, user=None, password=None, context=None, cafile=None):
