@@ -40,7 +40,6 @@
 #include "floor.skel.h"
 #include "window.h"
 
-#define IO_ENTER_MAX   16
 #define WINDOW_BATCH_S 3
 
 enum loop { LOOP_PREAD, LOOP_ZERO, LOOP_GETPPID, LOOPS };
@@ -220,8 +219,8 @@ static void program_run_times(struct subject *sub, int file_fd, int zero_fd, lon
 
 static int subject_attach(struct subject *sub)
 {
-	const char *points[IO_ENTER_MAX];
-	int fds[IO_ENTER_MAX];
+	const char *points[WINDOW_MAX_PROGRAMS];
+	int fds[WINDOW_MAX_PROGRAMS];
 	struct bpf_program *p;
 	char err[256];
 	size_t n = 0;
@@ -234,7 +233,7 @@ static int subject_attach(struct subject *sub)
 		return 0;
 	/* the read- and write-family enter programs, as src/modules/io.c picks them */
 	bpf_object__for_each_program (p, sub->io->obj)
-		if (!strncmp(bpf_program__name(p), "enter_", 6) && n < IO_ENTER_MAX &&
+		if (!strncmp(bpf_program__name(p), "enter_", 6) && n < WINDOW_MAX_PROGRAMS &&
 		    (strstr(bpf_program__name(p), "read") ||
 		     strstr(bpf_program__name(p), "write"))) {
 			fds[n] = bpf_program__fd(p);

@@ -81,37 +81,6 @@ void perf_events_handoff(void)
 	/* hold[1] stays open until this process exits */
 }
 
-/*
- * Runs fn on each of n items (size bytes apart) that live() accepts, from parallel threads (in
- * this one when a thread cannot start).
- */
-static void run_parallel(void *items, size_t n, size_t size, bool (*live)(const void *),
-			 void *(*fn)(void *))
-{
-	pthread_t threads[DETACH_THREADS];
-	bool started[DETACH_THREADS];
-	char *at = items;
-
-	for (size_t base = 0; base < n; base += DETACH_THREADS) {
-		size_t k = n - base < DETACH_THREADS ? n - base : DETACH_THREADS;
-
-		for (size_t i = 0; i < k; i++)
-			started[i] = live(at + (base + i) * size) &&
-				     !pthread_create(&threads[i], NULL, fn, at + (base + i) * size);
-		for (size_t i = 0; i < k; i++) {
-			if (started[i])
-				pthread_join(threads[i], NULL);
-			else if (live(at + (base + i) * size))
-				fn(at + (base + i) * size);
-		}
-	}
-}
-
-static bool link_live(const void *item)
-{
-	return *(struct bpf_link *const *)item != NULL;
-}
-
 static void *link_destroy_thread(void *arg)
 {
 	struct bpf_link **link = arg;
@@ -123,24 +92,21 @@ static void *link_destroy_thread(void *arg)
 
 void links_destroy_parallel(struct bpf_link **links, size_t n)
 {
-	run_parallel(links, n, sizeof(*links), link_live, link_destroy_thread);
-}
+	pthread_t threads[DETACH_THREADS];
+	bool started[DETACH_THREADS];
 
-static bool fd_live(const void *item)
-{
-	return *(const int *)item >= 0;
-}
+	for (size_t base = 0; base < n; base += DETACH_THREADS) {
+		size_t k = n - base < DETACH_THREADS ? n - base : DETACH_THREADS;
 
-static void *fd_close_thread(void *arg)
-{
-	int *fd = arg;
-
-	close(*fd);
-	*fd = -1;
-	return NULL;
-}
-
-void fds_close_parallel(int *fds, size_t n)
-{
-	run_parallel(fds, n, sizeof(*fds), fd_live, fd_close_thread);
+		for (size_t i = 0; i < k; i++)
+			started[i] = links[base + i] &&
+				     !pthread_create(&threads[i], NULL, link_destroy_thread,
+						     &links[base + i]);
+		for (size_t i = 0; i < k; i++) {
+			if (started[i])
+				pthread_join(threads[i], NULL);
+			else if (links[base + i])
+				link_destroy_thread(&links[base + i]);
+		}
+	}
 }

@@ -26,7 +26,4 @@ void perf_events_handoff(void);
 /* Destroys links[0..n) (NULL entries skipped) from parallel threads and sets them to NULL. */
 void links_destroy_parallel(struct bpf_link **links, size_t n);
 
-/* Closes fds[0..n) (negative entries skipped) from parallel threads and sets them to -1. */
-void fds_close_parallel(int *fds, size_t n);
-
 #endif

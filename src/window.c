@@ -11,7 +11,6 @@
 #include <bpf/bpf.h>
 
 #include "clock.h"
-#include "detach.h"
 #include "log.h"
 #include "window.h"
 
@@ -25,7 +24,7 @@ struct attach_window {
 	pthread_cond_t cond; /* stop was set */
 	bool stop;
 	size_t n;
-	int *prog_fds, *perf_fds, *links;
+	int *prog_fds, *perf_fds;
 	uint64_t window_ns, period_ns, rng;
 	struct attach_window_stats stats;
 };
@@ -100,6 +99,7 @@ static uint64_t next_random(struct attach_window *w)
 static bool window_run(struct attach_window *w, uint64_t start, bool *warned)
 {
 	uint64_t attached_at[WINDOW_MAX_PROGRAMS], spans[WINDOW_MAX_PROGRAMS] = { 0 };
+	int links[WINDOW_MAX_PROGRAMS];
 	size_t next_attach = 0, next_close = 0;
 	bool stop = false, failed = false;
 
@@ -113,14 +113,14 @@ static bool window_run(struct attach_window *w, uint64_t start, bool *warned)
 			stop = wait_until(w, due_attach);
 			if (stop)
 				continue;
-			w->links[next_attach] =
+			links[next_attach] =
 				bpf_link_create(w->prog_fds[next_attach], w->perf_fds[next_attach],
 						BPF_PERF_EVENT, NULL);
-			if (w->links[next_attach] < 0) {
+			if (links[next_attach] < 0) {
 				if (!*warned)
 					pr_warn("io: latency window cannot attach: %s (counted in "
 						"plumb_io_latency_windows_failed_total)\n",
-						strerror(-w->links[next_attach]));
+						strerror(-links[next_attach]));
 				*warned = true;
 				failed = true;
 				continue;
@@ -133,8 +133,8 @@ static bool window_run(struct attach_window *w, uint64_t start, bool *warned)
 		if (!stop && !failed)
 			stop = wait_until(w, due_close);
 		spans[next_close] = monotonic_ns() - attached_at[next_close];
-		close(w->links[next_close]);
-		w->links[next_close++] = -1;
+		close(links[next_close]);
+		links[next_close++] = -1;
 	}
 	pthread_mutex_lock(&w->lock);
 	if (failed)
@@ -168,11 +168,12 @@ static void *window_thread(void *arg)
 
 static void window_free(struct attach_window *w)
 {
-	if (w->perf_fds)
-		fds_close_parallel(w->perf_fds, w->n);
+	/* fast after perf_events_handoff(); else each waits a grace period, serialised anyway */
+	for (size_t i = 0; w->perf_fds && i < w->n; i++)
+		if (w->perf_fds[i] >= 0)
+			close(w->perf_fds[i]);
 	free(w->prog_fds);
 	free(w->perf_fds);
-	free(w->links);
 	free(w);
 }
 
@@ -196,8 +197,7 @@ struct attach_window *attach_window_start(const int *prog_fds, const char *const
 	w->rng = (monotonic_ns() ^ ((uint64_t)getpid() << 32)) | 1;
 	w->prog_fds = calloc(n, sizeof(int));
 	w->perf_fds = malloc(n * sizeof(int));
-	w->links = malloc(n * sizeof(int));
-	if (!w->prog_fds || !w->perf_fds || !w->links) {
+	if (!w->prog_fds || !w->perf_fds) {
 		snprintf(err, errlen, "latency window: out of memory");
 		free(w->perf_fds);
 		w->perf_fds = NULL;
@@ -205,7 +205,7 @@ struct attach_window *attach_window_start(const int *prog_fds, const char *const
 		return NULL;
 	}
 	for (size_t i = 0; i < n; i++)
-		w->perf_fds[i] = w->links[i] = -1;
+		w->perf_fds[i] = -1;
 	for (size_t i = 0; i < n; i++) {
 		w->prog_fds[i] = prog_fds[i];
 		w->perf_fds[i] = tracepoint_event(points[i]);

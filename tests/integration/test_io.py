@@ -231,6 +231,7 @@ def test_latency_windows(world, agent, cleanup):
         m0 = a16.metrics()
         runs0 = value(m0, "plumb_bpf_program_runs_total", module="io", program="enter_pread64")
         secs0 = value(m0, "plumb_io_latency_window_seconds_total", syscall="pread64")
+        wins0 = value(m0, "plumb_io_latency_windows_total")
         duration = 8.0
         t0 = time.monotonic()
         calls = int(sh(sys.executable, "-c", PREAD_LOOP, cg, f, str(duration)).stdout)
@@ -243,6 +244,10 @@ def test_latency_windows(world, agent, cleanup):
         runs = value(m, "plumb_bpf_program_runs_total", module="io",
                      program="enter_pread64") - runs0
         secs = value(m, "plumb_io_latency_window_seconds_total", syscall="pread64") - secs0
+        wins = value(m, "plumb_io_latency_windows_total") - wins0
+        # one window a second: the loop's seconds, give or take the scrapes' edges
+        assert duration - 1 <= wins <= took + 1, f"{wins:.0f} windows in {took:.1f} s"
+        assert value(m, "plumb_io_latency_windows_failed_total") == 0, "a window failed"
         share = secs / took
         print(f"  {calls} preads in {took:.1f} s: {timed:.0f} timed ({timed / calls:.4f} of the "
               f"calls), enter_pread64 ran {runs:.0f} times; windows {secs:.3f} s ({share:.4f} of "
