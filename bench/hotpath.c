@@ -6,8 +6,8 @@
  * of a shared machine far better than separate runs can; the report is the median of the
  * paired differences.
  *
- *   hotpath [--floor [--gate]] [--no-latency] [--sample N | --windows N] [--pairs N] [--calls N]
- *           TMPFS_FILE
+ *   hotpath [--floor [--gate]] [--no-latency] [--sample N | --windows N] [--pairs N]
+ *           [--calls N | --seconds S] TMPFS_FILE
  *   hotpath --hold [--floor] [--no-latency]
  *
  * --floor loads bench/floor.bpf.c instead: empty programs on the same tracepoints (enter
@@ -18,6 +18,9 @@
  * 1/N of each second (of each --window-period S seconds), timing every call then. Its
  * batches are 3 periods long instead of --calls calls; the report gives the share of the
  * time the windows were open.
+ *
+ * --seconds S makes every batch S seconds long instead of --calls calls (the clock read every
+ * 1000 calls): the other modes measured as the windows are, for a like-for-like comparison.
  *
  * --hold attaches the programs and keeps them attached until SIGTERM or SIGINT (prints
  * "attached" first): bench/overhead.py runs fio beside it for the floor's share of a workload.
@@ -80,7 +83,7 @@ static double run_batch(enum loop l, int file_fd, int zero_fd, long calls)
 }
 
 /*
- * --windows: ns per call over whole seconds (the windows come one per second from the attach,
+ * --seconds, --windows: ns per call over whole seconds (the windows come one per second from the attach,
  * so each program's window falls in every second exactly once); the clock is read every 1000
  * calls only.
  */
@@ -290,7 +293,8 @@ static int hold(struct subject *sub)
 
 int main(int argc, char **argv)
 {
-	int pairs = 7, latency = 1, floor = 0, gated = 0, holding = 0, file_fd, zero_fd, i;
+	int pairs = 7, latency = 1, floor = 0, gated = 0, holding = 0, seconds = 0, file_fd,
+	    zero_fd, i;
 	unsigned int sample = 1;
 	long calls = 200000;
 	double *base, *with, *diff;
@@ -338,15 +342,17 @@ int main(int argc, char **argv)
 			pairs = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--calls") && i + 1 < argc - 1)
 			calls = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--seconds") && i + 1 < argc - 1)
+			seconds = atoi(argv[++i]);
 		else
 			break;
 	}
 	if (i != argc - 1 || pairs < 5 || calls < 100 || !sample || (sample & (sample - 1)) ||
 	    (gated && !floor) || (sub.windows && (floor || !latency || sub.windows > 100)) ||
-	    !sub.period_s || sub.period_s > 60) {
+	    !sub.period_s || sub.period_s > 60 || seconds < 0 || seconds > 60) {
 		fprintf(stderr, "usage: hotpath [--floor [--gate]] [--no-latency] [--sample 2^k | "
 				"--windows 2..100 [--window-period 1..60]] [--pairs N>=5] "
-				"[--calls N] FILE\n");
+				"[--calls N | --seconds 1..60] FILE\n");
 		return 2;
 	}
 	file_fd = open(argv[argc - 1], O_RDONLY);
@@ -367,25 +373,22 @@ int main(int argc, char **argv)
 	       gated  ? "gate-only programs" :
 			"empty programs");
 	printf("|---|---|---|---|\n");
+	if (sub.windows && !seconds)
+		seconds = WINDOW_BATCH_S * sub.period_s;
 	for (enum loop l = 0; l < LOOPS; l++) {
 		double with_s = 0;
 
 		sub.window_s = 0;
 		for (i = 0; i < pairs; i++) {
-			base[i] = sub.windows ? run_seconds(l, file_fd, zero_fd,
-							    WINDOW_BATCH_S * sub.period_s) :
-						run_batch(l, file_fd, zero_fd, calls);
+			base[i] = seconds ? run_seconds(l, file_fd, zero_fd, seconds) :
+					    run_batch(l, file_fd, zero_fd, calls);
 			if (subject_attach(&sub)) {
 				fprintf(stderr, "hotpath: cannot attach\n");
 				return 1;
 			}
-			if (sub.windows) {
-				with[i] = run_seconds(l, file_fd, zero_fd,
-						      WINDOW_BATCH_S * sub.period_s);
-				with_s += WINDOW_BATCH_S * sub.period_s;
-			} else {
-				with[i] = run_batch(l, file_fd, zero_fd, calls);
-			}
+			with[i] = seconds ? run_seconds(l, file_fd, zero_fd, seconds) :
+					    run_batch(l, file_fd, zero_fd, calls);
+			with_s += seconds;
 			subject_detach(&sub);
 			diff[i] = with[i] - base[i];
 		}
