@@ -24,6 +24,14 @@
  * The wakeup is sched_wakeup, not sched_waking: a waker can run sched_waking while the thread
  * is still inside schedule() on another CPU, before its switch-out is traced; sched_wakeup
  * comes after try_to_wake_up() has waited for the switch-out to finish.
+ *
+ * Without the wait module (sleep_remainder), sleeps have no episodes at all: a thread's time
+ * is its CPU time, its run delay, its blocked and stolen time, and the rest, which is its
+ * interruptible sleep (and stopped, traced). Only an uninterruptible block opens an episode;
+ * a switch that brings in a thread whose last block was not one (the kernel's own
+ * sched_contributes_to_load, set at each block) has nothing to close. So most switches touch
+ * no task storage: -32 ns a switch under a switch storm, 19 ns above empty programs
+ * (bench/builds.py; docs/architecture.md "Sleep as the remainder").
  * (docs/research/issue5-wait.md: the measurements behind this design.)
  */
 #include "vmlinux.h"
@@ -40,6 +48,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define TASK_UNINTERRUPTIBLE 0x0002
 #define TASK_DEAD	     0x0080
 #define TASK_NOLOAD	     0x0400
+#define TASK_FROZEN	     0x8000
 #define PF_EXITING	     0x00000004
 #define ENOSYS		     38
 #define S_IFMT		     00170000
@@ -54,6 +63,12 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* the wait module is on: blocking switch-outs say what they wait on (set before load) */
 const volatile bool wait_on = false;
+/*
+ * Sleep as the remainder (see the top; set before load, never with wait_on, only where the
+ * kernel has sched_info, sched_contributes_to_load, the run-queue clock, and keeps IRQ time
+ * in CPU time: src/probe.c FEAT_SLEEP_REMAINDER).
+ */
+const volatile bool sleep_remainder = false;
 /*
  * Episodes close when the thread is switched in, at its sched_info.last_queued (when the
  * wakeup enqueued it): one tracepoint per context switch instead of two. Off on kernels
@@ -81,8 +96,8 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct sched_steal_cpu);
-} sched_steal SEC(".maps");
+	__type(value, struct sched_cpu);
+} sched_cpus SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH); /* preallocated: updated under the run-queue lock */
@@ -143,24 +158,38 @@ static __always_inline __u64 task_rq_clock(struct task_struct *t)
 }
 
 /*
- * A switch on this CPU (steal_on): the steal since the last one, which belongs to prev if that
- * switch brought prev in (a switch not seen, as at a handover, loses the slice), and the slot
- * moves on to next.
+ * A switch on this CPU: the steal since the last one (steal_on), which belongs to prev if that
+ * switch brought prev in (a switch not seen, as at a handover, loses the slice); the slot
+ * moves on to next, with its arrival and CPU time then (sleep_remainder).
  */
-static __always_inline __u64 steal_switch(struct task_struct *prev, struct task_struct *next)
+static __always_inline __u64 cpu_switch(struct task_struct *prev, struct task_struct *next)
 {
 	__u32 zero = 0;
-	struct sched_steal_cpu *c = bpf_map_lookup_elem(&sched_steal, &zero);
-	__u64 steal = task_steal(prev), d = 0;
+	struct sched_cpu *c = bpf_map_lookup_elem(&sched_cpus, &zero);
+	__u64 steal, d = 0;
 
 	if (!c)
 		return 0;
-	if (c->valid && c->tid == prev->pid && steal > c->last)
-		d = steal - c->last;
-	c->last = steal;
+	if (steal_on) {
+		steal = task_steal(prev);
+		if (c->valid && c->tid == prev->pid && steal > c->last)
+			d = steal - c->last;
+		c->last = steal;
+		c->valid = 1;
+	}
+	if (sleep_remainder) {
+		/* the run-queue clock sched_info_arrive() is about to stamp next with */
+		c->arrive_ns = task_rq_clock(prev);
+		c->arrive_run_ns = next->se.sum_exec_runtime;
+	}
 	c->tid = next->pid;
-	c->valid = 1;
 	return d;
+}
+
+/* What the kernel counts as an uninterruptible block (__schedule's sched_contributes_to_load) */
+static __always_inline bool blocks_uninterruptibly(unsigned int state)
+{
+	return (state & TASK_UNINTERRUPTIBLE) && !(state & TASK_NOLOAD) && !(state & TASK_FROZEN);
 }
 
 /* When a waking task was enqueued, on the same clock: its run delay starts there. */
@@ -597,7 +626,82 @@ static __always_inline void switch_in(struct task_struct *next)
  * A thread's counts so far; an open episode counts up to now, on the clock of the CPU that
  * reads (ours: updated when we were scheduled, so at most a tick behind).
  */
-static __always_inline void record_fill(struct sched_record *r, struct task_struct *task)
+static __always_inline void remainder_base(struct sched_thread *t, __u64 when, __u64 run, __u64 rq,
+					   __u64 rest)
+{
+	t->base_ns = when ? when : 1;
+	t->base_run_ns = run;
+	t->base_rq_ns = rq;
+	t->base_rest_ns = rest;
+}
+
+/*
+ * sleep_remainder: a moment at which all of a thread's counts are known, and its CPU time
+ * then. Asleep or blocked: now. Runnable, waiting: its enqueue (nothing but run delay has
+ * accrued since, and that is counted at its arrival). On a CPU: its arrival, with the CPU
+ * time the slot of that switch kept (the kernel's count is behind by up to a tick there);
+ * false when that switch was not seen. Exiting (final): now, its CPU time final.
+ */
+static __always_inline bool remainder_when(struct task_struct *task, __u64 now, bool final,
+					   __u64 *when, __u64 *run)
+{
+	__u32 zero = 0, cpu;
+	struct sched_cpu *c;
+	__u64 arrival;
+
+	*run = BPF_CORE_READ(task, se.sum_exec_runtime);
+	*when = now;
+	if (final)
+		return true;
+	*when = BPF_CORE_READ(task, sched_info.last_queued); /* read before on_cpu */
+	if (*when)
+		return true;
+	*when = now;
+	if (!BPF_CORE_READ(task, on_cpu))
+		return true;
+	arrival = BPF_CORE_READ(task, sched_info.last_arrival);
+	cpu = BPF_CORE_READ(task, thread_info.cpu);
+	c = bpf_map_lookup_percpu_elem(&sched_cpus, &zero, cpu);
+	if (!c || c->tid != BPF_CORE_READ(task, pid) || !arrival || c->arrive_ns != arrival)
+		return false;
+	*when = arrival;
+	*run = c->arrive_run_ns;
+	return true;
+}
+
+/*
+ * sleep_remainder: the thread's sleep since its base, the rest of its time (open blocks
+ * counted up to the same moment); where that moment is not known now, sleep reads 0 and
+ * user space keeps its last count. A thread without a base gets it here.
+ */
+static __always_inline void remainder_fill(struct sched_record *r, struct task_struct *task,
+					   struct sched_thread *t, __u64 now, bool final)
+{
+	__u64 when, run, rq, rest, used;
+
+	if (!bpf_core_field_exists(task->sched_info) ||
+	    !remainder_when(task, now, final, &when, &run))
+		return;
+	rq = BPF_CORE_READ(task, sched_info.run_delay);
+	rest = t->ns[SCHED_BLOCK] + t->steal_ns;
+	if (t->off_ns && when > t->off_ns) {
+		off_add(r->off_ns, t->off_kind, when - t->off_ns);
+		rest += when - t->off_ns;
+	}
+	if (!t->base_ns) {
+		remainder_base(t, when, run, rq, rest);
+		return;
+	}
+	if (when <= t->base_ns || run < t->base_run_ns || rq < t->base_rq_ns ||
+	    rest < t->base_rest_ns)
+		return;
+	used = (run - t->base_run_ns) + (rq - t->base_rq_ns) + (rest - t->base_rest_ns);
+	if (when - t->base_ns > used)
+		r->off_ns[SCHED_SLEEP] = when - t->base_ns - used;
+}
+
+static __always_inline void record_fill(struct sched_record *r, struct task_struct *task,
+					bool final)
 {
 	struct sched_thread *t = bpf_task_storage_get(&sched_threads, task, NULL, 0);
 	__u64 now = task_rq_clock(bpf_get_current_task_btf());
@@ -629,7 +733,7 @@ static __always_inline void record_fill(struct sched_record *r, struct task_stru
 	r->steal_ns = t->steal_ns;
 	if (steal_on && r->tid) { /* on a CPU now: its steal there so far */
 		__u32 zero = 0, cpu = BPF_CORE_READ(task, thread_info.cpu);
-		struct sched_steal_cpu *c = bpf_map_lookup_percpu_elem(&sched_steal, &zero, cpu);
+		struct sched_cpu *c = bpf_map_lookup_percpu_elem(&sched_cpus, &zero, cpu);
 		__u64 steal;
 
 		if (c && c->valid && c->tid == r->tid) {
@@ -640,6 +744,10 @@ static __always_inline void record_fill(struct sched_record *r, struct task_stru
 	}
 	r->slot = t->slot;
 	r->slot_val = t->slot_val;
+	if (sleep_remainder) {
+		remainder_fill(r, task, t, now, final);
+		return;
+	}
 	if (t->off_ns && now > t->off_ns) {
 		off_add(r->off_ns, t->off_kind, now - t->off_ns);
 		if (t->open.kind < WAIT_KINDS)
@@ -668,7 +776,7 @@ static __noinline void exit_send(struct task_struct *p, __u64 stolen)
 		return;
 	}
 	r->kind = SCHED_REC_EXIT;
-	record_fill(r, p);
+	record_fill(r, p, true);
 	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 }
 
@@ -682,16 +790,20 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 
 	if (!gate_open())
 		return 0;
-	if (steal_on)
-		stolen = steal_switch(prev, next);
-	if (close_at_switch_in)
+	if (steal_on || sleep_remainder)
+		stolen = cpu_switch(prev, next);
+	/* sleep_remainder: only a thread whose last block was uninterruptible has one open */
+	if (close_at_switch_in &&
+	    (!sleep_remainder || BPF_CORE_READ_BITFIELD(next, sched_contributes_to_load)))
 		switch_in(next);
 	if (!preempt && (prev_state & TASK_DEAD)) { /* do_task_dead: it never runs again */
 		exit_send(prev, stolen);
 		return 0;
 	}
-	if (preempt || !prev_state || !task_state(prev)) {
-		/* runnable: only its steal, if any (the idle task has no storage) */
+	if (preempt || !prev_state || !task_state(prev) ||
+	    (sleep_remainder && !blocks_uninterruptibly(prev_state))) {
+		/* runnable, or a sleep (the remainder): only its steal, if any (the idle task
+		 * has no storage) */
 		if (stolen && prev->pid) {
 			t = bpf_task_storage_get(&sched_threads, prev, NULL, 0);
 			if (t)
@@ -710,7 +822,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		return 0;
 	if (t->off_ns)
 		episode_recover(prev, t);
-	if ((prev_state & TASK_UNINTERRUPTIBLE) && !(prev_state & TASK_NOLOAD))
+	if (blocks_uninterruptibly(prev_state))
 		kind = BPF_CORE_READ_BITFIELD(prev, in_iowait) ? SCHED_IOWAIT : SCHED_BLOCK;
 	t->off_kind = kind;
 	t->off_ns = now;
@@ -789,6 +901,24 @@ int BPF_PROG(wait_waking, struct task_struct *p)
 	return 0;
 }
 
+/*
+ * sleep_remainder: a new thread's sleep counts from its first enqueue, which this follows
+ * (wake_up_new_task), on the clock its run delay starts from; its storage was made at fork.
+ */
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(sched_wakeup_new, struct task_struct *p)
+{
+	struct sched_thread *t;
+
+	if (!gate_open())
+		return 0;
+	t = bpf_task_storage_get(&sched_threads, p, NULL, 0);
+	if (t && !t->base_ns)
+		remainder_base(t, wakeup_clock(p), p->se.sum_exec_runtime, p->sched_info.run_delay,
+			       t->ns[SCHED_BLOCK] + t->steal_ns);
+	return 0;
+}
+
 /* A new thread's storage, made in its parent's context (no scheduler lock held). */
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_fork, struct task_struct *parent, struct task_struct *child)
@@ -823,7 +953,7 @@ int sched_read(struct bpf_iter__task *ctx)
 	}
 	if (!bpf_task_storage_get(&sched_threads, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE))
 		count_lost(SCHED_LOST_STORAGE);
-	record_fill(&r, task);
+	record_fill(&r, task, false);
 	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;
 }

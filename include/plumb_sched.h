@@ -79,11 +79,14 @@ struct wait_val {
 };
 
 /*
- * Per CPU (steal_on): the CPU's steal (rq->prev_steal_time_rq) at its last context switch, and
- * the thread switched in then: the steal since is that thread's, added at its switch-out.
+ * Per CPU, the CPU's last context switch: the thread it switched in, and (steal_on) the CPU's
+ * steal (rq->prev_steal_time_rq) then: the steal since is that thread's, added at its
+ * switch-out; (sleep_remainder) the run-queue clock then, which is the thread's
+ * sched_info.last_arrival, and its CPU time then: a running thread's counts as of its arrival.
  */
-struct sched_steal_cpu {
-	__u64 last;
+struct sched_cpu {
+	__u64 last; /* steal */
+	__u64 arrive_ns, arrive_run_ns;
 	__u32 tid;
 	__u32 valid; /* 0 until the CPU's first switch with steal_on */
 };
@@ -109,6 +112,12 @@ struct sched_thread {
 	/* the last shared futex's key, by (mm, address): bpf_find_vma only when either changes */
 	__u64 fcache_uaddr, fcache_mm, fcache_a, fcache_b;
 	__u32 fcache_c, fcache_bri;
+	/*
+	 * sleep_remainder: the thread's clock, CPU, run-queue, and blocked + stolen time when
+	 * its sleep starts counting (its first enqueue, or the agent's first read); base_ns 0
+	 * until then
+	 */
+	__u64 base_ns, base_run_ns, base_rq_ns, base_rest_ns;
 };
 
 enum sched_record_kind {

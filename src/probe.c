@@ -38,6 +38,11 @@ static const struct {
 	[FEAT_BPF_STATS] = { "bpf_stats", "kernel.bpf_stats_enabled=1: program run time" },
 	[FEAT_STEAL] = { "steal", "hypervisor steal kept out of CPU time, per run queue "
 				  "(CONFIG_PARAVIRT_TIME_ACCOUNTING)" },
+	[FEAT_SLEEP_REMAINDER] = { "sleep_remainder",
+				   "sleep as the rest of a thread's time: uninterruptible blocks "
+				   "flagged (sched_contributes_to_load), run-queue clocks, IRQ "
+				   "time "
+				   "in CPU time (CONFIG_IRQ_TIME_ACCOUNTING off)" },
 };
 
 /* 0: not probed yet, 1: present, -1: absent */
@@ -143,6 +148,11 @@ static bool probe(enum kernel_feature f)
 		return bpf_stats_enabled();
 	case FEAT_STEAL:
 		return btf_struct_has("rq", "prev_steal_time_rq");
+	case FEAT_SLEEP_REMAINDER:
+		/* CONFIG_IRQ_TIME_ACCOUNTING takes IRQ time out of CPU time: it would be "sleep" */
+		return btf_struct_has("task_struct", "sched_contributes_to_load") &&
+		       btf_struct_has("sched_entity", "cfs_rq") &&
+		       !btf_struct_has("rq", "prev_irq_time");
 	case KERNEL_FEATURES:
 		break;
 	}

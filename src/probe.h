@@ -26,6 +26,7 @@ enum kernel_feature {
 	FEAT_TASK_PT_REGS, /* bpf_task_pt_regs() in tracepoint programs (5.15) */
 	FEAT_BPF_STATS, /* kernel.bpf_stats_enabled=1: programs' run time (informational) */
 	FEAT_STEAL, /* rq->prev_steal_time_rq: steal kept out of CPU time (PARAVIRT_TIME_ACCOUNTING) */
+	FEAT_SLEEP_REMAINDER, /* sched can take sleep as the remainder (bpf/sched.bpf.c) */
 	KERNEL_FEATURES,
 };
 

@@ -130,6 +130,7 @@ struct sched_state {
 	bool run_delay; /* the kernel keeps sched_info (CONFIG_SCHED_INFO) */
 	bool steal; /* the kernel keeps steal out of CPU time (FEAT_STEAL), so it is measured */
 	bool wait_on; /* the programs classify waits (the wait module was requested) */
+	bool remainder; /* sleep is the rest of a thread's time (sleep_remainder, bpf) */
 	uint64_t tids_full, cgroups_full, exit_missed;
 	uint64_t unnamed; /* cgroups dropped without a name: their time was in no series */
 	int ncpus;
@@ -837,10 +838,17 @@ static void shared_notes(struct plumb_module *m, struct sched_state *s, bool wai
 		return;
 	}
 	module_attach_note(m, "tp_btf/sched_process_fork", "sched_fork", "%s", how);
+	if (s->remainder)
+		module_attach_note(m, "tp_btf/sched_wakeup_new", "sched_wakeup_new", "%s", how);
+	else
+		module_attach_note(m, "tp_btf/sched_wakeup_new", "sched_wakeup_new",
+				   "not needed: sleeps are timed at their switches");
 	module_attach_note(m, "iter/task", "sched_read", "%s", how);
 	snprintf(m->choice, sizeof(m->choice),
-		 "off-CPU time from sched_switch (and sched_wakeup without sched_info); "
-		 "CPU and run-queue time from the kernel's counters%s; %s",
+		 "%s; CPU and run-queue time from the kernel's counters%s; %s",
+		 s->remainder ?
+			 "blocks from sched_switch, sleep the rest of each thread's time" :
+			 "off-CPU time from sched_switch (and sched_wakeup without sched_info)",
 		 s->run_delay ? "" :
 				" (run-queue time: not kept by this kernel, CONFIG_SCHED_INFO)",
 		 s->steal ? "steal per thread at each switch, once the host has had some" :
@@ -857,6 +865,7 @@ static int sched_attach(struct sched_state *s, bool switches)
 		bool switches;
 	} order[] = {
 		{ k->progs.sched_fork, &k->links.sched_fork, false },
+		{ k->progs.sched_wakeup_new, &k->links.sched_wakeup_new, false },
 		{ k->progs.sched_read, &k->links.sched_read, false },
 		/* wakeups before switches: a wait that starts is always seen to end */
 		{ k->progs.sched_wakeup, &k->links.sched_wakeup, true },
@@ -962,6 +971,7 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 	/* task_struct has sched_info, and /proc/<tid>/schedstat exists, with CONFIG_SCHED_INFO */
 	s->run_delay = faccessat(AT_FDCWD, "/proc/self/schedstat", R_OK, AT_EACCESS) == 0;
 	s->steal = kernel_has(FEAT_STEAL);
+	s->remainder = !s->wait_on && s->run_delay && kernel_has(FEAT_SLEEP_REMAINDER);
 
 	s->skel = sched_bpf__open();
 	if (!s->skel) {
@@ -975,6 +985,8 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 		s->bri_capacity = 64;
 	bpf_map__set_max_entries(s->skel->maps.wait_bri, s->bri_capacity);
 	s->skel->rodata->close_at_switch_in = s->run_delay;
+	s->skel->rodata->sleep_remainder = s->remainder;
+	bpf_program__set_autoload(s->skel->progs.sched_wakeup_new, s->remainder);
 	bpf_program__set_autoload(s->skel->progs.wait_waking, s->wait_on);
 	bpf_program__set_autoload(s->skel->progs.sched_wakeup, !s->run_delay);
 	shared_notes(m, s, wait);

@@ -26,14 +26,18 @@ METRICS = {"run": "plumb_sched_run_seconds_total", "rq": "plumb_sched_runqueue_s
 SLEEP_MS, SPIN_MS, VFORK_MS, DIO_MS = 400, 300, 300, 400
 
 
-def run_in(cgroup_dir, *args):
-    """Runs schedwork, which moves itself into the cgroup first thing (its time before main,
-    exec's, goes there too unless the agent read the thread before the move). The binary is
-    read first: an exec that reads it from disk blocks before main, where the worker cannot
-    see it (the tests/vm guests' root is not in their page cache)."""
+def cache_schedwork():
+    """An exec that reads the binary from disk blocks before main, where the worker cannot
+    see it (the tests/vm guests' root is not in their page cache): read it first."""
     with open(SCHEDWORK, "rb") as f:
         while f.read(1 << 20):
             pass
+
+
+def run_in(cgroup_dir, *args):
+    """Runs schedwork, which moves itself into the cgroup first thing (its time before main,
+    exec's, goes there too unless the agent read the thread before the move)."""
+    cache_schedwork()
     r = subprocess.run([SCHEDWORK, "--cgroup", cgroup_dir, *args], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, f"schedwork {args}: exit {r.returncode}: {r.stderr}"
@@ -331,16 +335,80 @@ def test_threads_before_agent(cleanup):
     within(value(m, METRICS["sleep"], cgroup=cg), SLEEP_MS / 1000, 0.02, "sleep")
 
 
+def test_live(agent, cleanup):
+    """Read every ~0.1 s while it spins, then while it sleeps: a running thread gains no sleep
+    (where sleep is the rest of its time, a read must not take the kernel's CPU time, up to a
+    tick behind on a running thread, for the whole of it), a sleeping one's grows as it
+    sleeps, and the end is exact."""
+    cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/sched-live")
+    spin_ms, sleep_ms = 1000, 1500
+    cache_schedwork()
+    p = subprocess.Popen([SCHEDWORK, "--cgroup", cg_dir, f"spin:{spin_ms}", f"sleep:{sleep_ms}"],
+                         stdout=subprocess.PIPE, text=True)
+    cleanup.add(lambda: p.poll() is None and p.kill())
+    start, seen = time.monotonic(), []
+    while p.poll() is None:
+        seen.append((time.monotonic(), value(agent.metrics(), METRICS["sleep"], cgroup=cg)))
+        time.sleep(0.1)
+    end = time.monotonic()
+    out, _ = p.communicate(timeout=60)
+    w = {k: int(v) / 1e9 for k, v in (f.split("=") for f in out.split())}
+    # from the start of main on: the spin ends spin_ms later, the sleep runs to the end
+    spinning = [v for t, v in seen if t < start + 0.8 * spin_ms / 1000]
+    asleep = [v for t, v in seen if end - 0.8 * sleep_ms / 1000 < t < end - 0.3]
+    assert spinning and asleep, f"too few reads: {len(seen)} in {end - start:.1f} s"
+    print(f"  {len(spinning)} reads while it spun: sleep up to {max(spinning) * 1e3:.3f} ms")
+    assert max(spinning) < 0.001, f"sleep {max(spinning):.4f} s while it spun"
+    assert any(0.1 < v < 0.9 * sleep_ms / 1000 for v in asleep), \
+        f"sleep not growing while it slept: {asleep}"
+    g = got(agent.metrics(), cg)
+    within(g["sleep"], sleep_ms / 1000, 0.02, f"sleep after {len(seen)} reads")
+    within(g["run"], w["run"], 0.02, "run", after=AFTER, before=w["run0"])
+
+
+def check_mode(agent, remainder):
+    """The agent took sleep as the rest of the threads' time (remainder) or timed each sleep."""
+    out = agent.output()
+    said = "sleep the rest of each thread's time" in out
+    assert said == remainder, f"expected sleep {'as the rest' if remainder else 'timed'}: {out}"
+
+
+def sleep_remainder_available():
+    r = subprocess.run([os.path.join(os.path.dirname(SCHEDWORK), "plumb"), "agent", "--check",
+                        "--modules", "sched"], capture_output=True, text=True, timeout=120)
+    rows = [line.split() for line in r.stdout.splitlines()]
+    return any(row[:2] == ["sleep_remainder", "yes"] for row in rows)
+
+
+def episodes_pass(runner, cleanup):
+    """The accuracy tests again with every sleep timed (the wait module's way, and kernels'
+    without the remainder's needs): PLUMB_TEST_HIDE=sleep_remainder."""
+    os.environ["PLUMB_TEST_HIDE"] = "sleep_remainder"
+    try:
+        agent = Agent(cleanup, "--modules", "sched", wait_for_module=False)
+    finally:
+        del os.environ["PLUMB_TEST_HIDE"]
+    settle(agent, lambda m: value(m, "plumb_module_up", module="sched") == 1, timeout=10)
+    check_mode(agent, False)
+    runner.run("sched (sleeps timed): each kind of time, exact", test_accuracy, agent, cleanup)
+    runner.run("sched (sleeps timed): read while running, asleep", test_live, agent, cleanup)
+    agent.stop()
+
+
 def main():
     require_root()
     runner = Runner()
     cleanup = Cleanup()
     try:
+        remainder = sleep_remainder_available()
+        print(f"  this kernel: sleep {'as the rest of the time' if remainder else 'timed'}")
         agent = Agent(cleanup, "--modules", "sched", "--cgroup-grace", "3s",
                       wait_for_module=False)
         settle(agent, lambda m: value(m, "plumb_module_up", module="sched") == 1, timeout=10)
         assert "module sched: up" in agent.output(), agent.output()
+        check_mode(agent, remainder)
         runner.run("sched: each kind of time, exact", test_accuracy, agent, cleanup)
+        runner.run("sched: read while running, asleep", test_live, agent, cleanup)
         runner.run("sched: O_DIRECT reads are I/O wait", test_iowait, agent, cleanup)
         runner.run("sched: steal, the host's", test_steal, agent, cleanup)
         runner.run("sched: removed cgroup kept for the grace period", test_cgroup_grace, agent,
@@ -349,6 +417,9 @@ def main():
                    test_cgroup_unnamed, agent, cleanup)
         runner.run("sched: a process slow to exit, counted once", test_slow_exit, agent)
         runner.run("sched: threads older than the agent", test_threads_before_agent, cleanup)
+        if remainder:
+            agent.stop()
+            episodes_pass(runner, cleanup)
     except Exception as e:
         runner.failed += 1
         print(f"FAIL setup: {e}")
