@@ -378,8 +378,11 @@ static int handle_exit(void *ctx, void *data, size_t len)
 
 /*
  * Every live thread, then the exits that came meanwhile; a thread neither read nor exited
- * since the last read ended without its exit record (the ring buffer was full: counted there)
- * and leaves the table.
+ * in the last two reads ended without its exit record (the ring buffer was full: counted
+ * there) and leaves the table. One read is not enough: an exiting thread leaves the task list
+ * (exit_notify(), or its parent's reaping of the zombie) before its last switch sends the
+ * record, and a parent woken by the exit can preempt it there; dropped then, its record
+ * would come for a thread new to the table, counted again from its start.
  */
 static int sched_read(struct sched_state *s)
 {
@@ -401,14 +404,14 @@ static int sched_read(struct sched_state *s)
 	close(fd);
 	ring_buffer__consume(s->exits);
 	/*
-	 * Threads this read did not see have exited unseen, unless the read stopped early: then
-	 * they stay (dropped, a thread still alive would be new at the next read and counted
-	 * again from its start).
+	 * Threads the last two reads did not see have exited unseen, unless this read stopped
+	 * early: then they stay (dropped, a thread still alive would be new at the next read and
+	 * counted again from its start).
 	 */
 	for (b = 0; !err && b <= s->tids.mask; b++)
 		for (n = s->tids.buckets[b]; n; n = next) {
 			next = n->next;
-			if (((struct sched_tid *)n)->gen != s->gen) {
+			if (s->gen - ((struct sched_tid *)n)->gen >= 2) {
 				tid_drop(s, (struct sched_tid *)n);
 				s->exit_missed++;
 			}
