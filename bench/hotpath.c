@@ -6,8 +6,8 @@
  * of a shared machine far better than separate runs can; the report is the median of the
  * paired differences.
  *
- *   hotpath [--floor [--gate]] [--no-latency] [--sample N | --windows N] [--pairs N]
- *           [--calls N | --seconds S] TMPFS_FILE
+ *   hotpath [--floor [--gate]] [--no-latency] [--sample N | --windows N | --no-enter
+ *           [--idle-events]] [--pairs N] [--calls N | --seconds S] TMPFS_FILE
  *   hotpath --hold [--floor] [--no-latency]
  *
  * --floor loads bench/floor.bpf.c instead: empty programs on the same tracepoints (enter
@@ -18,6 +18,11 @@
  * 1/N of each second (of each --window-period S seconds), timing every call then. Its
  * batches are 3 periods long instead of --calls calls; the report gives the share of the
  * time the windows were open.
+ *
+ * --no-enter: the windows' cost without their windows, in parts: the exit programs as they
+ * are with latency on (their task-storage lookup on every call), the enter programs never
+ * attached; --idle-events adds the perf events the windows keep open on the enter programs'
+ * tracepoints (disabled, no program on them).
  *
  * --seconds S makes every batch S seconds long instead of --calls calls (the clock read every
  * 1000 calls): the other modes measured as the windows are, for a like-for-like comparison.
@@ -118,6 +123,9 @@ struct subject {
 	struct io_bpf *io;
 	struct floor_bpf *floor;
 	unsigned int windows; /* N: enter programs in windows of 1/N of each period */
+	int no_enter, idle_events; /* --no-enter [--idle-events] */
+	int idle_fds[WINDOW_MAX_PROGRAMS];
+	size_t nidle;
 	unsigned int period_s; /* the windows' period, seconds (1) */
 	size_t nwindowed; /* programs in the windows */
 	struct attach_window *window;
@@ -142,7 +150,7 @@ static int subject_load(struct subject *sub, int floor, int latency, unsigned in
 		sub->io->rodata->latency_enabled = latency;
 		sub->io->rodata->latency_sample_period = sub->windows ? 1 : sample;
 		obj = sub->io->obj;
-		if (sub->windows)
+		if (sub->windows || sub->no_enter)
 			bpf_object__for_each_program (p, obj)
 				if (!strncmp(bpf_program__name(p), "enter_", 6))
 					bpf_program__set_autoattach(p, false);
@@ -232,6 +240,18 @@ static int subject_attach(struct subject *sub)
 		return floor_bpf__attach(sub->floor);
 	if (io_bpf__attach(sub->io))
 		return -1;
+	if (sub->idle_events) /* the windows' perf events, as src/modules/io.c picks them */
+		bpf_object__for_each_program (p, sub->io->obj)
+			if (!strncmp(bpf_program__name(p), "enter_", 6) &&
+			    sub->nidle < WINDOW_MAX_PROGRAMS &&
+			    (strstr(bpf_program__name(p), "read") ||
+			     strstr(bpf_program__name(p), "write"))) {
+				sub->idle_fds[sub->nidle] = window_tracepoint_event(
+					strchr(bpf_program__section_name(p), '/') + 1);
+				if (sub->idle_fds[sub->nidle] < 0)
+					return -1;
+				sub->nidle++;
+			}
 	if (!sub->windows)
 		return 0;
 	/* the read- and write-family enter programs, as src/modules/io.c picks them */
@@ -267,6 +287,8 @@ static void subject_detach(struct subject *sub)
 		attach_window_stop(sub->window);
 		sub->window = NULL;
 	}
+	while (sub->nidle)
+		close(sub->idle_fds[--sub->nidle]);
 	io_bpf__detach(sub->io);
 }
 
@@ -336,6 +358,10 @@ int main(int argc, char **argv)
 			sample = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--windows") && i + 1 < argc - 1)
 			sub.windows = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--no-enter"))
+			sub.no_enter = 1;
+		else if (!strcmp(argv[i], "--idle-events"))
+			sub.idle_events = 1;
 		else if (!strcmp(argv[i], "--window-period") && i + 1 < argc - 1)
 			sub.period_s = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--pairs") && i + 1 < argc - 1)
@@ -349,10 +375,13 @@ int main(int argc, char **argv)
 	}
 	if (i != argc - 1 || pairs < 5 || calls < 100 || !sample || (sample & (sample - 1)) ||
 	    (gated && !floor) || (sub.windows && (floor || !latency || sub.windows > 100)) ||
-	    !sub.period_s || sub.period_s > 60 || seconds < 0 || seconds > 60) {
+	    (sub.no_enter && (floor || !latency || sub.windows || sample > 1)) ||
+	    (sub.idle_events && !sub.no_enter) || !sub.period_s || sub.period_s > 60 ||
+	    seconds < 0 || seconds > 60) {
 		fprintf(stderr, "usage: hotpath [--floor [--gate]] [--no-latency] [--sample 2^k | "
-				"--windows 2..100 [--window-period 1..60]] [--pairs N>=5] "
-				"[--calls N | --seconds 1..60] FILE\n");
+				"--windows 2..100 [--window-period 1..60] | --no-enter "
+				"[--idle-events]] [--pairs N>=5] [--calls N | --seconds 1..60] "
+				"FILE\n");
 		return 2;
 	}
 	file_fd = open(argv[argc - 1], O_RDONLY);

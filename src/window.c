@@ -45,8 +45,7 @@ static int tracepoint_id(const char *point)
 	return id;
 }
 
-/* A perf event on the tracepoint, on CPU 0 and disabled: only a handle for its programs. */
-static int tracepoint_event(const char *point)
+int window_tracepoint_event(const char *point)
 {
 	struct perf_event_attr attr = {
 		.type = PERF_TYPE_TRACEPOINT,
@@ -208,7 +207,7 @@ struct attach_window *attach_window_start(const int *prog_fds, const char *const
 		w->perf_fds[i] = -1;
 	for (size_t i = 0; i < n; i++) {
 		w->prog_fds[i] = prog_fds[i];
-		w->perf_fds[i] = tracepoint_event(points[i]);
+		w->perf_fds[i] = window_tracepoint_event(points[i]);
 		if (w->perf_fds[i] < 0) {
 			snprintf(err, errlen, "latency window: cannot open a perf event on %s: %s",
 				 points[i], strerror(-w->perf_fds[i]));

@@ -43,6 +43,12 @@ struct attach_window *attach_window_start(const int *prog_fds, const char *const
 
 void attach_window_stats(struct attach_window *w, struct attach_window_stats *out);
 
+/*
+ * A perf event on the tracepoint ("category/event"), on CPU 0 and disabled: only a handle for
+ * programs; -errno when it cannot be opened.
+ */
+int window_tracepoint_event(const char *point);
+
 /* Ends the current window, stops the thread, closes the perf events. NULL is fine. */
 void attach_window_stop(struct attach_window *w);
 
