@@ -125,21 +125,6 @@ struct netstack_send {
 };
 
 /*
- * A UDP socket's sampled datagrams in its receive queue, oldest first (up to
- * NETSTACK_SEND_SLOTS): their copy has no tracepoint (UDP copies a linear skb with
- * copy_linear_skb), so each is counted out of the queue instead: ahead datagrams are read
- * before it (sock_recv_length, one per datagram read).
- */
-struct netstack_udp_wait {
-	__u64 ts[NETSTACK_SEND_SLOTS]; /* ktime at sk_data_ready */
-	__s64 ahead[NETSTACK_SEND_SLOTS]; /* datagrams queued before it, still to be read */
-	__u32 netns[NETSTACK_SEND_SLOTS], ifindex[NETSTACK_SEND_SLOTS]; /* where it arrived */
-	__u32 n; /* slots in use, from 0 */
-	__u32 pad;
-	__u64 cookie; /* the socket's: an entry a closed socket left is not its successor's */
-};
-
-/*
  * A TCP socket's sampled segments in its receive queue, oldest first, by sequence: the skb
  * that arrived is not always the one copied (TCP coalesces a segment into the queue's tail
  * skb, or collapses the queue, when the reader lags), so the socket stage ends when the
@@ -167,7 +152,6 @@ struct netstack_recv {
 
 #define NETSTACK_PKTS_MAX   65536 /* sampled packets in flight */
 #define NETSTACK_RECVS_MAX  16384 /* TCP sockets with sampled segments queued */
-#define NETSTACK_UDP_MAX    16384 /* UDP sockets with a sampled datagram queued */
 #define NETSTACK_SENDS_MAX  16384 /* sockets with a sampled send in flight */
 #define NETSTACK_HISTS_MAX  4096 /* (netns, device, component) */
 #define NETSTACK_MAX_AGE_NS 1000000000ULL /* a segment longer than 1 s: the packet is lost */
@@ -184,7 +168,6 @@ struct netstack_recv {
 enum netstack_lru_map {
 	NS_MAP_PKTS = 0,
 	NS_MAP_SENDS,
-	NS_MAP_UDP,
 	NS_MAP_RECVS,
 	NS_MAPS,
 };
@@ -198,6 +181,7 @@ enum netstack_lost_reason {
 	NS_LOST_SEND_SLOTS, /* a sampled TCP send that found its socket's slots taken */
 	/* a UDP datagram that found its socket's slots taken, or more than 64 deep in its queue */
 	NS_LOST_SOCKET_SLOTS,
+	NS_LOST_SOCKET_STORAGE, /* a UDP socket's storage could not be made (out of memory) */
 	NS_LOST_REASONS,
 };
 

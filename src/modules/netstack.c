@@ -449,7 +449,7 @@ static int netstack_collect(struct plumb_module *m, struct prom_writer *w)
 static void lru_count(struct netstack_state *s)
 {
 	struct bpf_map *maps[NS_MAPS] = { s->skel->maps.ns_pkts, s->skel->maps.ns_sends,
-					  s->skel->maps.ns_udp, s->skel->maps.ns_recvs };
+					  s->skel->maps.ns_recvs };
 	int fd = bpf_map__fd(s->skel->maps.ns_churn);
 	uint64_t before[NS_MAPS * 2], after[NS_MAPS * 2];
 
@@ -469,14 +469,15 @@ static void lru_count(struct netstack_state *s)
 static void netstack_health(struct plumb_module *m, struct module_health *h)
 {
 	struct netstack_state *s = m->priv;
-	static const char *const reasons[NS_LOST_REASONS] = { "unmatched", "dropped", "hists_full",
-							      "send_slots_full",
-							      "socket_slots_full" };
-	static const char *const maps[NS_MAPS] = { "ns_pkts", "ns_sends", "ns_udp", "ns_recvs" };
+	static const char *const reasons[NS_LOST_REASONS] = {
+		"unmatched",	   "dropped",		"hists_full",
+		"send_slots_full", "socket_slots_full", "socket_storage"
+	};
+	static const char *const maps[NS_MAPS] = { "ns_pkts", "ns_sends", "ns_recvs" };
 	static const char *const evicted[NS_MAPS] = { "ns_pkts_evicted", "ns_sends_evicted",
-						      "ns_udp_evicted", "ns_recvs_evicted" };
+						      "ns_recvs_evicted" };
 	static const uint32_t capacity[NS_MAPS] = { NETSTACK_PKTS_MAX, NETSTACK_SENDS_MAX,
-						    NETSTACK_UDP_MAX, NETSTACK_RECVS_MAX };
+						    NETSTACK_RECVS_MAX };
 	uint64_t lost[NS_LOST_REASONS];
 
 	h->nmaps = h->nlost = 0;

@@ -77,7 +77,7 @@ def test_path(agent, hosts, cleanup):
         select(m, "plumb_netstack_latency_seconds_count")))
     # the per-packet and per-socket maps' fill is exported (LRU: at capacity they evict)
     for name, cap in (("ns_pkts", 65536), ("ns_sends", 16384), ("ns_recvs", 16384),
-                      ("ns_udp", 16384), ("ns_hists", 4096)):
+                      ("ns_hists", 4096)):
         got = value(m, "plumb_map_capacity", module="netstack", map=name)
         entries = value(m, "plumb_map_entries", module="netstack", map=name)
         assert got == cap and 0 <= entries <= cap, f"{name}: {entries} of {got}"
@@ -136,6 +136,79 @@ def test_udp(agent, hosts, cleanup):
     counts[1] += full
     assert got >= 900 and all(got <= c <= got + 20 for c in counts), \
         f"{got} datagrams received, protocol and socket (+ slots full) counted {counts}"
+
+
+# Two threads read one socket as fast as they can until it has been quiet for 3 s; prints how
+# many datagrams they read.
+UDP_BUSY_READERS = """
+import socket, sys, threading
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+s.settimeout(3)
+print("ready", flush=True)
+n = [0, 0]
+def read(i):
+    try:
+        while True:
+            s.recv(2048)
+            n[i] += 1
+    except socket.timeout:
+        pass
+threads = [threading.Thread(target=read, args=(i,)) for i in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(sum(n), flush=True)
+"""
+
+# Sends argv[3] datagrams 20 us apart (a spin: sleep's granularity is coarser).
+UDP_FAST_SENDER = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(int(sys.argv[3])):
+    s.sendto(b"x" * 200, (sys.argv[1], int(sys.argv[2])))
+    t = time.perf_counter() + 20e-6
+    while time.perf_counter() < t:
+        pass
+"""
+
+
+def test_udp_races(agent, hosts, cleanup):
+    """Datagrams arriving while two threads read the socket: each one the protocol stage
+    counted is measured at the socket or counted as socket_slots_full, none left out. The
+    arrival and the reads change the socket's samples on two CPUs at once; before they took
+    its lock (bpf/netstack.bpf.c, ns_udp) this host left 1-8 of 20,000 in neither."""
+    h1, h2 = hosts.names[:2]
+    port = free_port()
+    rv = subprocess.Popen(["ip", "netns", "exec", h2, sys.executable, "-c", UDP_BUSY_READERS,
+                           str(port)], stdout=subprocess.PIPE, text=True)
+    cleanup.add(lambda: rv.poll() is None and (rv.kill(), rv.wait()))
+    assert rv.stdout.readline().strip() == "ready"
+    keys = [("protocol", "eth0", h2), ("socket", "eth0", h2)]
+    m = agent.metrics()
+    before = series_totals(m)
+    lost0 = {r: value(m, "plumb_events_lost_total", module="netstack", reason=r)
+             for r in ("socket_slots_full", "socket_storage", "unmatched")}
+    sent = 5000 if EMULATED else 20000
+    sh("ip", "netns", "exec", h1, sys.executable, "-c", UDP_FAST_SENDER, hosts.addrs[1],
+       str(port), str(sent))
+    got = int(rv.communicate(timeout=120)[0].strip())
+    m = settle(agent, lambda m: False, timeout=2.5)  # the last interval's reads exported
+    after = series_totals(m)
+    protocol, socket = (after.get(k, (0, 0))[0] - before.get(k, (0, 0))[0] for k in keys)
+    lost = {r: value(m, "plumb_events_lost_total", module="netstack", reason=r) - v
+            for r, v in lost0.items()}
+    print(f"  {sent} sent, {got} read; protocol {protocol:.0f}, socket {socket:.0f} + "
+          f"{lost['socket_slots_full']:.0f} beyond the slots, {lost['socket_storage']:.0f} "
+          f"without storage; {lost['unmatched']:.0f} unmatched (the host's, any packet)")
+    # (not got <= protocol: a datagram queued on one CPU just before another CPU's goes
+    # without its protocol stage, both CPUs' sk_data_ready finding the other's at the tail;
+    # 8 of 20,000 in one run of 13 here: docs/netstack.md, "Known gaps")
+    assert got >= sent // 2 and protocol <= sent, f"{got} read, protocol {protocol:.0f}"
+    assert protocol == socket + lost["socket_slots_full"] + lost["socket_storage"], \
+        f"protocol {protocol:.0f}: socket {socket:.0f} + {lost}"
 
 
 # Waits for a line on stdin, then reads what is queued and prints how many datagrams.
@@ -1198,6 +1271,8 @@ def main():
                        cleanup)
             runner.run("netstack: UDP datagrams beyond a socket's slots, counted", test_udp_slots,
                        agent, hosts, cleanup)
+            runner.run("netstack: UDP read by two threads at once, each datagram accounted for",
+                       test_udp_races, agent, hosts, cleanup)
         else:  # not a pass: it cannot be shown on this kernel, and says so
             print("NOT RUN netstack: UDP's protocol and socket stages: this kernel lacks "
                   "the sk_data_ready tracepoint (6.6)")
