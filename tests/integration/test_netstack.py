@@ -108,15 +108,21 @@ for _ in range(1000):
 """
 
 
+def udp_receiver(hosts, cleanup, script):
+    """script in h2 on a free port, once it prints "ready": (port, its process)."""
+    port = free_port()
+    rv = subprocess.Popen(["ip", "netns", "exec", hosts.names[1], sys.executable, "-c", script,
+                           str(port)], stdout=subprocess.PIPE, text=True)
+    cleanup.add(lambda: rv.poll() is None and (rv.kill(), rv.wait()))
+    assert rv.stdout.readline().strip() == "ready"
+    return port, rv
+
+
 def test_udp(agent, hosts, cleanup):
     """UDP from h1 to h2, 1,000 datagrams: on 6.6+ each received one passes protocol (to
     sk_data_ready) and socket (to the copy) on h2's eth0, like TCP."""
     h1, h2 = hosts.names[:2]
-    port = free_port()
-    rv = subprocess.Popen(["ip", "netns", "exec", h2, sys.executable, "-c", UDP_RECEIVER,
-                           str(port)], stdout=subprocess.PIPE, text=True)
-    cleanup.add(lambda: rv.poll() is None and (rv.kill(), rv.wait()))
-    assert rv.stdout.readline().strip() == "ready"
+    port, rv = udp_receiver(hosts, cleanup, UDP_RECEIVER)
     keys = [("protocol", "eth0", h2), ("socket", "eth0", h2)]
     m = agent.metrics()
     before = series_totals(m)
@@ -181,11 +187,7 @@ def test_udp_races(agent, hosts, cleanup):
     arrival and the reads change the socket's samples on two CPUs at once; before they took
     its lock (bpf/netstack.bpf.c, ns_udp) this host left 1-8 of 20,000 in neither."""
     h1, h2 = hosts.names[:2]
-    port = free_port()
-    rv = subprocess.Popen(["ip", "netns", "exec", h2, sys.executable, "-c", UDP_BUSY_READERS,
-                           str(port)], stdout=subprocess.PIPE, text=True)
-    cleanup.add(lambda: rv.poll() is None and (rv.kill(), rv.wait()))
-    assert rv.stdout.readline().strip() == "ready"
+    port, rv = udp_receiver(hosts, cleanup, UDP_BUSY_READERS)
     keys = [("protocol", "eth0", h2), ("socket", "eth0", h2)]
     m = agent.metrics()
     before = series_totals(m)
