@@ -207,7 +207,7 @@ def test_udp_races(agent, hosts, cleanup):
           f"without storage; {lost['unmatched']:.0f} unmatched (the host's, any packet)")
     # (not got <= protocol: a datagram queued on one CPU just before another CPU's goes
     # without its protocol stage, both CPUs' sk_data_ready finding the other's at the tail;
-    # 8 of 20,000 in one run of 13 here: docs/netstack.md, "Known gaps")
+    # 8 of 20,000 in one run of 13 here: docs/netstack.md, section 2)
     assert got >= sent // 2 and protocol <= sent, f"{got} read, protocol {protocol:.0f}"
     assert protocol == socket + lost["socket_slots_full"] + lost["socket_storage"], \
         f"protocol {protocol:.0f}: socket {socket:.0f} + {lost}"
