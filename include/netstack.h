@@ -182,6 +182,7 @@ enum netstack_lost_reason {
 	/* a UDP datagram that found its socket's slots taken, or more than 64 deep in its queue */
 	NS_LOST_SOCKET_SLOTS,
 	NS_LOST_SOCKET_STORAGE, /* a UDP socket's storage could not be made (out of memory) */
+	NS_LOST_SOCKET_CLOSED, /* a sampled UDP datagram still queued when its socket closed */
 	NS_LOST_REASONS,
 };
 

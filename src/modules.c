@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -152,6 +154,20 @@ bool grace_over(uint64_t *since_ms, uint64_t now_ms, unsigned int grace_s)
 	if (!*since_ms)
 		*since_ms = monotonic_ms();
 	return now_ms >= *since_ms + (uint64_t)grace_s * 1000;
+}
+
+struct bpf_link *attach_root_cgroup(struct bpf_program *prog, const char *cgroup_root)
+{
+	int fd = open(cgroup_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err;
+	struct bpf_link *link;
+
+	if (fd < 0)
+		return NULL;
+	link = bpf_program__attach_cgroup(prog, fd);
+	err = errno;
+	close(fd);
+	errno = err;
+	return link;
 }
 
 void module_attach_settle(struct plumb_module *m, bool attached)

@@ -148,6 +148,15 @@ bool grace_over(uint64_t *since_ms, uint64_t now_ms, unsigned int grace_s);
 /* Turns every "chosen" attach point into "attached", or into "not attached" after a failure. */
 void module_attach_settle(struct plumb_module *m, bool attached);
 
+struct bpf_program;
+struct bpf_link;
+
+/*
+ * Attaches a cgroup program to the cgroup2 root (every process is below it): its link, or
+ * NULL with errno set.
+ */
+struct bpf_link *attach_root_cgroup(struct bpf_program *prog, const char *cgroup_root);
+
 /* Records an attach point's choice in m->attach (printf-style status). */
 void module_attach_note(struct plumb_module *m, const char *point, const char *program,
 			const char *fmt, ...) __attribute__((format(printf, 4, 5)));

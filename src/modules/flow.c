@@ -1675,24 +1675,6 @@ static int flow_choose(struct plumb_module *m, struct flow_state *s, const struc
 	return 0;
 }
 
-/* The UDP recvmsg hooks, on the root cgroup: every process is below it. 0 or -errno. */
-static int flow_attach_cgroup(struct flow_state *s, const char *cgroup_root)
-{
-	int fd = open(cgroup_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err = 0;
-
-	if (fd < 0)
-		return -errno;
-	s->skel->links.flow_recvmsg4 = bpf_program__attach_cgroup(s->skel->progs.flow_recvmsg4, fd);
-	if (!s->skel->links.flow_recvmsg4)
-		err = -errno;
-	s->skel->links.flow_recvmsg6 =
-		err ? NULL : bpf_program__attach_cgroup(s->skel->progs.flow_recvmsg6, fd);
-	if (!err && !s->skel->links.flow_recvmsg6)
-		err = -errno;
-	close(fd);
-	return err;
-}
-
 static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 {
 	struct flow_state *s;
@@ -1757,8 +1739,16 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 	/* the iterator is run by hand below, not attached */
 	bpf_program__set_autoattach(s->skel->progs.flow_discover, false);
 	err = flow_bpf__attach(s->skel);
-	if (!err && s->dgram_on)
-		err = flow_attach_cgroup(s, cfg->cgroup_root);
+	if (!err && s->dgram_on) { /* the UDP recvmsg hooks */
+		s->skel->links.flow_recvmsg4 =
+			attach_root_cgroup(s->skel->progs.flow_recvmsg4, cfg->cgroup_root);
+		s->skel->links.flow_recvmsg6 =
+			!s->skel->links.flow_recvmsg4 ?
+				NULL :
+				attach_root_cgroup(s->skel->progs.flow_recvmsg6, cfg->cgroup_root);
+		if (!s->skel->links.flow_recvmsg6)
+			err = -errno;
+	}
 	if (err) {
 		snprintf(m->error, sizeof(m->error), "cannot attach: %s", strerror(-err));
 		goto out_unload;

@@ -470,8 +470,8 @@ static void netstack_health(struct plumb_module *m, struct module_health *h)
 {
 	struct netstack_state *s = m->priv;
 	static const char *const reasons[NS_LOST_REASONS] = {
-		"unmatched",	   "dropped",		"hists_full",
-		"send_slots_full", "socket_slots_full", "socket_storage"
+		"unmatched",	     "dropped",	       "hists_full",   "send_slots_full",
+		"socket_slots_full", "socket_storage", "socket_closed"
 	};
 	static const char *const maps[NS_MAPS] = { "ns_pkts", "ns_sends", "ns_recvs" };
 	static const char *const evicted[NS_MAPS] = { "ns_pkts_evicted", "ns_sends_evicted",
@@ -678,6 +678,7 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 		 tracepoint_btf_args("sock_recv_length") >= 3;
 	bpf_program__set_autoload(s->skel->progs.ns_data_ready, udp_on);
 	bpf_program__set_autoload(s->skel->progs.ns_recv_length, udp_on);
+	bpf_program__set_autoload(s->skel->progs.ns_udp_release, udp_on && cfg->cgroup_root);
 	for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++)
 		module_attach_note(m, points[i][0], points[i][1], "chosen");
 	if (s->skel->rodata->send_on)
@@ -688,6 +689,10 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 	if (udp_on) {
 		module_attach_note(m, "tp_btf/sk_data_ready", "ns_data_ready", "chosen");
 		module_attach_note(m, "tp_btf/sock_recv_length", "ns_recv_length", "chosen");
+		module_attach_note(m, "cgroup/sock_release", "ns_udp_release",
+				   cfg->cgroup_root ? "chosen" :
+						      "missing: no cgroup2 mount (samples of "
+						      "datagrams never read go uncounted)");
 	} else {
 		module_attach_note(
 			m, "tp_btf/sk_data_ready", "ns_data_ready",
@@ -711,8 +716,14 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 	s->steal = kernel_has(FEAT_STEAL);
 	steal_check(s, monotonic_ms());
 	err = netstack_bpf__attach(s->skel);
+	if (!err && udp_on && cfg->cgroup_root) {
+		s->skel->links.ns_udp_release =
+			attach_root_cgroup(s->skel->progs.ns_udp_release, cfg->cgroup_root);
+		if (!s->skel->links.ns_udp_release)
+			err = -errno;
+	}
 	if (err) {
-		snprintf(m->error, sizeof(m->error), "cannot attach to network tracepoints: %s",
+		snprintf(m->error, sizeof(m->error), "cannot attach its programs: %s",
 			 strerror(-err));
 		goto out_unload;
 	}

@@ -112,7 +112,7 @@ def udp_receiver(hosts, cleanup, script):
     """script in h2 on a free port, once it prints "ready": (port, its process)."""
     port = free_port()
     rv = subprocess.Popen(["ip", "netns", "exec", hosts.names[1], sys.executable, "-c", script,
-                           str(port)], stdout=subprocess.PIPE, text=True)
+                           str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     cleanup.add(lambda: rv.poll() is None and (rv.kill(), rv.wait()))
     assert rv.stdout.readline().strip() == "ready"
     return port, rv
@@ -182,34 +182,45 @@ for _ in range(int(sys.argv[3])):
 
 
 def test_udp_races(agent, hosts, cleanup):
-    """Datagrams arriving while two threads read the socket: each one the protocol stage
-    counted is measured at the socket or counted as socket_slots_full, none left out. The
-    arrival and the reads change the socket's samples on two CPUs at once; before they took
-    its lock (bpf/netstack.bpf.c, ns_udp) this host left 1-8 of 20,000 in neither."""
+    """Datagrams from two senders on two CPUs while two threads read the socket: every one
+    read had its protocol stage, and each of those is measured at the socket or counted as
+    beyond its slots, none left out. The arrivals and the reads change the socket's samples
+    on two CPUs at once (before they took its lock, bpf/netstack.bpf.c's ns_udp, this host
+    left 1-8 of 20,000 in neither); two CPUs' arrivals find each other's datagram at the
+    tail, and a reader can take a datagram before its arrival's program runs (before
+    udp_claim and udp_claim_read, 13-15 of 20,000 went without a protocol stage here)."""
     h1, h2 = hosts.names[:2]
     port, rv = udp_receiver(hosts, cleanup, UDP_BUSY_READERS)
     keys = [("protocol", "eth0", h2), ("socket", "eth0", h2)]
+    reasons = ("socket_slots_full", "socket_storage", "socket_closed", "unmatched")
     m = agent.metrics()
     before = series_totals(m)
     lost0 = {r: value(m, "plumb_events_lost_total", module="netstack", reason=r)
-             for r in ("socket_slots_full", "socket_storage", "unmatched")}
+             for r in reasons}
     sent = 5000 if EMULATED else 20000
-    sh("ip", "netns", "exec", h1, sys.executable, "-c", UDP_FAST_SENDER, hosts.addrs[1],
-       str(port), str(sent))
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    senders = [subprocess.Popen(["ip", "netns", "exec", h1, "taskset", "-c", str(cpu),
+                                 sys.executable, "-c", UDP_FAST_SENDER, hosts.addrs[1],
+                                 str(port), str(sent // len(cpus))]) for cpu in cpus]
+    for p in senders:
+        cleanup.add(lambda p=p: p.poll() is None and (p.kill(), p.wait()))
+    assert all(p.wait(timeout=120) == 0 for p in senders), "a sender failed"
+    sent = sent // len(cpus) * len(cpus)
     got = int(rv.communicate(timeout=120)[0].strip())
     m = settle(agent, lambda m: False, timeout=2.5)  # the last interval's reads exported
     after = series_totals(m)
     protocol, socket = (after.get(k, (0, 0))[0] - before.get(k, (0, 0))[0] for k in keys)
     lost = {r: value(m, "plumb_events_lost_total", module="netstack", reason=r) - v
             for r, v in lost0.items()}
-    print(f"  {sent} sent, {got} read; protocol {protocol:.0f}, socket {socket:.0f} + "
-          f"{lost['socket_slots_full']:.0f} beyond the slots, {lost['socket_storage']:.0f} "
-          f"without storage; {lost['unmatched']:.0f} unmatched (the host's, any packet)")
-    # (not got <= protocol: a datagram queued on one CPU just before another CPU's goes
-    # without its protocol stage, both CPUs' sk_data_ready finding the other's at the tail;
-    # 8 of 20,000 in one run of 13 here: docs/netstack.md, section 2)
-    assert got >= sent // 2 and protocol <= sent, f"{got} read, protocol {protocol:.0f}"
-    assert protocol == socket + lost["socket_slots_full"] + lost["socket_storage"], \
+    print(f"  {sent} sent from CPUs {cpus}, {got} read; protocol {protocol:.0f}, socket "
+          f"{socket:.0f} + {lost['socket_slots_full']:.0f} beyond the slots, "
+          f"{lost['socket_storage']:.0f} without storage, {lost['socket_closed']:.0f} closed "
+          f"unread; {lost['unmatched']:.0f} unmatched (the host's, any packet)")
+    # the reader reads every datagram queued (it stops 3 s after the last): those the
+    # socket's buffer refused had no protocol stage, and none is left unread
+    assert got >= sent // 2 and protocol == got, f"{got} read, protocol {protocol:.0f}"
+    assert protocol == (socket + lost["socket_slots_full"] + lost["socket_storage"]
+                        + lost["socket_closed"]), \
         f"protocol {protocol:.0f}: socket {socket:.0f} + {lost}"
 
 
@@ -219,7 +230,10 @@ import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(("0.0.0.0", int(sys.argv[1])))
 print("ready", flush=True)
-sys.stdin.readline()
+if sys.stdin.readline().strip() == "close":
+    s.close()
+    print("closed", flush=True)
+    sys.exit(0)
 s.setblocking(False)
 n = 0
 try:
@@ -243,11 +257,7 @@ def test_udp_slots(agent, hosts, cleanup):
     host run of make test-kernels counted 96 (which sockets made the other 4 was not found;
     30 scrapes of an agent made none)."""
     h1, h2 = hosts.names[:2]
-    port = free_port()
-    rv = subprocess.Popen(["ip", "netns", "exec", h2, sys.executable, "-c", UDP_LATE_READER,
-                           str(port)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    cleanup.add(lambda: rv.poll() is None and (rv.kill(), rv.wait()))
-    assert rv.stdout.readline().strip() == "ready"
+    port, rv = udp_receiver(hosts, cleanup, UDP_LATE_READER)
     socket_key = ("socket", "eth0", h2)
     m = agent.metrics()
     before = series_totals(m).get(socket_key, (0, 0))[0]
@@ -270,6 +280,41 @@ def test_udp_slots(agent, hosts, cleanup):
           f"socket_slots_full {lost:.0f}")
     assert got == QUEUED and measured == 8 and lost == QUEUED - 8, \
         f"{got} read, {measured:.0f} measured, {lost:.0f} counted socket_slots_full"
+
+
+def test_udp_closed(agent, hosts, cleanup):
+    """100 datagrams queued at a socket closed without reading them: the eight in the
+    socket's slots are counted as socket_closed when it closes (its storage goes with it),
+    the other 92 as socket_slots_full; none is measured at the socket, none left out."""
+    h1, h2 = hosts.names[:2]
+    port, rv = udp_receiver(hosts, cleanup, UDP_LATE_READER)
+    keys = [("protocol", "eth0", h2), ("socket", "eth0", h2)]
+    reasons = ("socket_slots_full", "socket_closed")
+    m = agent.metrics()
+    before = series_totals(m)
+    lost0 = {r: value(m, "plumb_events_lost_total", module="netstack", reason=r)
+             for r in reasons}
+    sh("ip", "netns", "exec", h1, sys.executable, "-c",
+       f"import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+       f"for _ in range({QUEUED}):\n    s.sendto(b'x' * 500, ('{hosts.addrs[1]}', {port}))")
+    time.sleep(0.5)
+    rv.stdin.write("close\n")
+    rv.stdin.flush()
+    assert rv.communicate(timeout=30)[0].strip() == "closed"
+    # the histograms are exported as the last interval left them (once a second)
+    m = settle(agent, lambda m: series_totals(m).get(keys[0], (0, 0))[0]
+               - before.get(keys[0], (0, 0))[0] >= QUEUED and value(
+                   m, "plumb_events_lost_total", module="netstack",
+                   reason="socket_closed") - lost0["socket_closed"] >= 8, timeout=10)
+    after = series_totals(m)
+    protocol, socket = (after.get(k, (0, 0))[0] - before.get(k, (0, 0))[0] for k in keys)
+    lost = {r: value(m, "plumb_events_lost_total", module="netstack", reason=r) - v
+            for r, v in lost0.items()}
+    print(f"  {QUEUED} queued and closed unread: protocol {protocol:.0f}, socket "
+          f"{socket:.0f}, socket_closed {lost['socket_closed']:.0f}, socket_slots_full "
+          f"{lost['socket_slots_full']:.0f}")
+    assert protocol == QUEUED and socket == 0, f"protocol {protocol:.0f}, socket {socket:.0f}"
+    assert lost["socket_closed"] == 8 and lost["socket_slots_full"] == QUEUED - 8, lost
 
 
 def test_tbf(agent, hosts, cleanup):
@@ -1273,7 +1318,10 @@ def main():
                        cleanup)
             runner.run("netstack: UDP datagrams beyond a socket's slots, counted", test_udp_slots,
                        agent, hosts, cleanup)
-            runner.run("netstack: UDP read by two threads at once, each datagram accounted for",
+            runner.run("netstack: UDP datagrams never read, counted when the socket closes",
+                       test_udp_closed, agent, hosts, cleanup)
+            runner.run("netstack: UDP from two CPUs, read by two threads, each datagram "
+                       "accounted for",
                        test_udp_races, agent, hosts, cleanup)
         else:  # not a pass: it cannot be shown on this kernel, and says so
             print("NOT RUN netstack: UDP's protocol and socket stages: this kernel lacks "
