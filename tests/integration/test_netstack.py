@@ -246,6 +246,13 @@ except BlockingIOError:
 QUEUED = 100
 
 
+def send_queued(hosts, port):
+    """QUEUED datagrams of 500 bytes from h1 to port in h2, at once."""
+    sh("ip", "netns", "exec", hosts.names[0], sys.executable, "-c",
+       f"import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+       f"for _ in range({QUEUED}):\n    s.sendto(b'x' * 500, ('{hosts.addrs[1]}', {port}))")
+
+
 def test_udp_slots(agent, hosts, cleanup):
     """100 datagrams queued at a socket nobody reads yet: the first eight take the socket's
     slots and are measured when read; the other 92 are counted as socket_slots_full (9-64
@@ -256,15 +263,13 @@ def test_udp_slots(agent, hosts, cleanup):
     beyond their slots are counted apart (send_slots_full): with one reason for both, a
     host run of make test-kernels counted 96 (which sockets made the other 4 was not found;
     30 scrapes of an agent made none)."""
-    h1, h2 = hosts.names[:2]
+    h2 = hosts.names[1]
     port, rv = udp_receiver(hosts, cleanup, UDP_LATE_READER)
     socket_key = ("socket", "eth0", h2)
     m = agent.metrics()
     before = series_totals(m).get(socket_key, (0, 0))[0]
     full = value(m, "plumb_events_lost_total", module="netstack", reason="socket_slots_full")
-    sh("ip", "netns", "exec", h1, sys.executable, "-c",
-       f"import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-       f"for _ in range({QUEUED}):\n    s.sendto(b'x' * 500, ('{hosts.addrs[1]}', {port}))")
+    send_queued(hosts, port)
     time.sleep(1.5)
     rv.stdin.write("go\n")
     rv.stdin.flush()
@@ -286,7 +291,7 @@ def test_udp_closed(agent, hosts, cleanup):
     """100 datagrams queued at a socket closed without reading them: the eight in the
     socket's slots are counted as socket_closed when it closes (its storage goes with it),
     the other 92 as socket_slots_full; none is measured at the socket, none left out."""
-    h1, h2 = hosts.names[:2]
+    h2 = hosts.names[1]
     port, rv = udp_receiver(hosts, cleanup, UDP_LATE_READER)
     keys = [("protocol", "eth0", h2), ("socket", "eth0", h2)]
     reasons = ("socket_slots_full", "socket_closed")
@@ -294,9 +299,7 @@ def test_udp_closed(agent, hosts, cleanup):
     before = series_totals(m)
     lost0 = {r: value(m, "plumb_events_lost_total", module="netstack", reason=r)
              for r in reasons}
-    sh("ip", "netns", "exec", h1, sys.executable, "-c",
-       f"import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-       f"for _ in range({QUEUED}):\n    s.sendto(b'x' * 500, ('{hosts.addrs[1]}', {port}))")
+    send_queued(hosts, port)
     time.sleep(0.5)
     rv.stdin.write("close\n")
     rv.stdin.flush()
