@@ -283,24 +283,40 @@ static __always_inline bool latency_sampled(void)
 	return !((x >> 32) & (latency_sample_period - 1));
 }
 
+/* A file whose reads and writes io counts: regular files and block devices. */
+static __always_inline bool counted_file(struct file *file)
+{
+	__u32 type = file_mode_type(file);
+
+	return type == S_IFREG || type == S_IFBLK;
+}
+
 static __always_inline int syscall_enter(struct syscall_enter_ctx *ctx, int nargs)
 {
+	struct task_struct *task = bpf_get_current_task_btf();
 	struct syscall_start *start;
+	struct file *file;
 
 	if (!args_at_enter) {
-		/* the usual case: only a sampled call is timed, nothing else is stored */
+		/*
+		 * The usual case (read/write enter programs, in the latency windows): only a
+		 * sampled call is timed, nothing else is stored, and only one on a file the
+		 * exit counts (or an fd it cannot resolve now): the exit of a call on a pipe,
+		 * socket or device then needs no storage lookup to clear a stamp (rw_exit).
+		 */
 		if (!latency_sampled())
 			return 0;
-		start = bpf_task_storage_get(&io_start, bpf_get_current_task_btf(), NULL,
-					     BPF_LOCAL_STORAGE_GET_F_CREATE);
+		file = fd_to_file(task, ctx->args[0]);
+		if (file && !counted_file(file))
+			return 0;
+		start = bpf_task_storage_get(&io_start, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (start) {
 			start->ts = bpf_ktime_get_ns();
 			start->nr = ctx->nr;
 		}
 		return 0;
 	}
-	start = bpf_task_storage_get(&io_start, bpf_get_current_task_btf(), NULL,
-				     BPF_LOCAL_STORAGE_GET_F_CREATE);
+	start = bpf_task_storage_get(&io_start, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!start)
 		return 0;
 	start->ts = latency_sampled() ? bpf_ktime_get_ns() : 0;
@@ -347,14 +363,21 @@ static __always_inline int rw_exit(struct syscall_exit_ctx *ctx, int dir)
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct syscall_start *start = NULL;
 	long ret = ctx->ret, fd = -1;
+	struct file *file = NULL;
 	struct io_stats *s;
-	struct file *file;
-	__u32 mnt_id = 0, type;
+	__u32 mnt_id = 0;
 	__u64 start_ns = 0, now;
 	struct pt_regs *regs;
 
-	/* take the entry time (and arguments) first, and always clear them: a timed call on a
-	 * pipe must not leave its timestamp to the next, untimed, call of the same syscall */
+	if (!args_at_enter) {
+		regs = (struct pt_regs *)bpf_task_pt_regs(task);
+		fd = SYSCALL_ARG1(regs);
+		file = fd_to_file(task, fd);
+		if (file && !counted_file(file))
+			return 0; /* pipes, sockets, ttys (wait and flow's business): never stamped */
+	}
+	/* take the entry time (and arguments), and always clear them: a timed call whose file
+	 * went away must not leave its timestamp to the next, untimed, call of the syscall */
 	if (latency_enabled || args_at_enter)
 		start = bpf_task_storage_get(&io_start, task, NULL, 0);
 	if (start && start->nr == ctx->nr) {
@@ -368,17 +391,14 @@ static __always_inline int rw_exit(struct syscall_exit_ctx *ctx, int dir)
 		count_lost(IO_LOST_ARGS_UNKNOWN);
 		return 0;
 	}
-	if (!args_at_enter) {
-		regs = (struct pt_regs *)bpf_task_pt_regs(task);
-		fd = SYSCALL_ARG1(regs);
-	}
 	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
 		return 0; /* not finished: the kernel restarts it or turns it into EINTR */
-	file = fd_to_file(task, fd);
+	if (args_at_enter) {
+		file = fd_to_file(task, fd);
+		if (file && !counted_file(file))
+			return 0;
+	}
 	if (file) {
-		type = file_mode_type(file);
-		if (type != S_IFREG && type != S_IFBLK)
-			return 0; /* pipes, sockets, ttys: wait and flow's business */
 		mnt_id = vfsmount_id(file_mnt(file));
 	} else if (ret >= 0) {
 		return 0; /* closed by another thread since: nothing to attribute */
