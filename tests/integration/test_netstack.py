@@ -118,6 +118,14 @@ def udp_receiver(hosts, cleanup, script):
     return port, rv
 
 
+def udp_deltas(m, before, lost0, keys):
+    """Since before and lost0: the protocol and socket samples of keys, and each lost reason."""
+    after = series_totals(m)
+    protocol, socket = (after.get(k, (0, 0))[0] - before.get(k, (0, 0))[0] for k in keys)
+    return protocol, socket, {r: value(m, "plumb_events_lost_total", module="netstack",
+                                       reason=r) - v for r, v in lost0.items()}
+
+
 def test_udp(agent, hosts, cleanup):
     """UDP from h1 to h2, 1,000 datagrams: on 6.6+ each received one passes protocol (to
     sk_data_ready) and socket (to the copy) on h2's eth0, like TCP."""
@@ -211,10 +219,7 @@ def test_udp_races(agent, hosts, cleanup):
     sent = sent // len(cpus) * len(cpus)
     got = int(rv.communicate(timeout=120)[0].strip())
     m = settle(agent, lambda m: False, timeout=2.5)  # the last interval's reads exported
-    after = series_totals(m)
-    protocol, socket = (after.get(k, (0, 0))[0] - before.get(k, (0, 0))[0] for k in keys)
-    lost = {r: value(m, "plumb_events_lost_total", module="netstack", reason=r) - v
-            for r, v in lost0.items()}
+    protocol, socket, lost = udp_deltas(m, before, lost0, keys)
     print(f"  {sent} sent from CPUs {cpus}, {got} read; protocol {protocol:.0f}, socket "
           f"{socket:.0f} + {lost['socket_slots_full']:.0f} beyond the slots, "
           f"{lost['socket_storage']:.0f} without storage, {lost['socket_closed']:.0f} closed "
@@ -312,10 +317,7 @@ def test_udp_closed(agent, hosts, cleanup):
                - before.get(keys[0], (0, 0))[0] >= QUEUED and value(
                    m, "plumb_events_lost_total", module="netstack",
                    reason="socket_closed") - lost0["socket_closed"] >= 8, timeout=10)
-    after = series_totals(m)
-    protocol, socket = (after.get(k, (0, 0))[0] - before.get(k, (0, 0))[0] for k in keys)
-    lost = {r: value(m, "plumb_events_lost_total", module="netstack", reason=r) - v
-            for r, v in lost0.items()}
+    protocol, socket, lost = udp_deltas(m, before, lost0, keys)
     print(f"  {QUEUED} queued and closed unread: protocol {protocol:.0f}, socket "
           f"{socket:.0f}, socket_closed {lost['socket_closed']:.0f}, socket_slots_full "
           f"{lost['socket_slots_full']:.0f}")
