@@ -50,7 +50,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libplumb.a
 	$(CC) $(CFLAGS) $< $(BUILD)/libplumb.a -o $@ $(LDLIBS) -lcmocka
 
 # the integration tests' workload: static, so no dynamic loader reads the tested mounts
-$(BUILD)/iowork $(BUILD)/schedwork $(BUILD)/waitwork $(BUILD)/diagwork $(BUILD)/network: $(BUILD)/%: tests/integration/%.c | $(BUILD)
+$(BUILD)/iowork $(BUILD)/schedwork $(BUILD)/waitwork $(BUILD)/diagwork $(BUILD)/network $(BUILD)/delayline: $(BUILD)/%: tests/integration/%.c | $(BUILD)
 	$(CC) -O2 -static -pthread -Wall -Wextra -Werror $< -o $@
 
 $(BUILD):
@@ -69,13 +69,13 @@ run: deps
 	./$(BUILD)/plumb agent
 
 test: deps
-	$(MAKE) all $(UNIT_TESTS) $(FUZZERS) $(BUILD)/iowork $(BUILD)/schedwork $(BUILD)/waitwork $(BUILD)/diagwork $(BUILD)/network
+	$(MAKE) all $(UNIT_TESTS) $(FUZZERS) $(BUILD)/iowork $(BUILD)/schedwork $(BUILD)/waitwork $(BUILD)/diagwork $(BUILD)/network $(BUILD)/delayline
 	./tests/run-all.sh
 
 test-unit: $(UNIT_TESTS)
 	./tests/run-all.sh unit
 
-test-integration: check-root all $(BUILD)/iowork $(BUILD)/schedwork $(BUILD)/waitwork $(BUILD)/diagwork $(BUILD)/network
+test-integration: check-root all $(BUILD)/iowork $(BUILD)/schedwork $(BUILD)/waitwork $(BUILD)/diagwork $(BUILD)/network $(BUILD)/delayline
 	./tests/run-all.sh integration
 
 # libFuzzer targets (fuzz/*.c) on the parsers they name, with ASan and UBSan; `make fuzz` runs
@@ -100,7 +100,7 @@ fuzz: deps
 	./tests/fuzz.sh $(FUZZ_SECONDS)
 
 # the integration tests on Debian's 6.1 and 6.12 kernels (qemu guests) and on this host's
-test-kernels: check-root all $(BUILD)/iowork $(BUILD)/schedwork $(BUILD)/waitwork $(BUILD)/diagwork $(BUILD)/network
+test-kernels: check-root all $(BUILD)/iowork $(BUILD)/schedwork $(BUILD)/waitwork $(BUILD)/diagwork $(BUILD)/network $(BUILD)/delayline
 	./tests/vm/test-kernels.sh $(TEST_KERNELS_OPTS)
 
 $(BUILD)/floor.bpf.o $(BUILD)/flow_floor.bpf.o $(BUILD)/sched_floor.bpf.o $(BUILD)/netstack_floor.bpf.o: $(BUILD)/%.bpf.o: bench/%.bpf.c | $(BUILD)

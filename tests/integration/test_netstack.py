@@ -1024,6 +1024,13 @@ def wanted_state(want, docs):
     return "; ".join(out)
 
 
+def p50s(want, docs):
+    """The wanted series' median p50 over intervals, in us (those with samples)."""
+    v = [x["p50_s"] for d in docs for x in d["components"]
+         if (x["component"], x["device"], x["netns"]) == want and x["samples_per_s"] > 0]
+    return f"{statistics.median(v) * 1e6:.0f} us" if v else "none"
+
+
 def trials(view, inject, remove, want, steal_cpu=None):
     """TRIALS rounds of: inject, a window, remove, a window. Returns the verdicts. The
     hypervisor's steal is measured meanwhile: of CPU steal_cpu, or of the host per CPU."""
@@ -1034,7 +1041,7 @@ def trials(view, inject, remove, want, steal_cpu=None):
     # the baselines were learned meanwhile
     warm = (steal_seconds(steal_cpu) - s0) / (time.monotonic() - t0) / ncpu
     where = f"cpu{steal_cpu}" if steal_cpu is not None else "each CPU"
-    hits, clean, seen, stolen_all = 0, 0, [], []
+    hits, clean, seen, stolen_all, windows = 0, 0, [], [], ([], [])
     for _ in range(TRIALS):
         s0 = steal_seconds(steal_cpu)
         inject()
@@ -1053,11 +1060,15 @@ def trials(view, inject, remove, want, steal_cpu=None):
                 f.write(json.dumps({"want": want, "injected": w[-3:], "clean": c[-3:],
                                     "stolen": stolen,
                                     "start": view.docs[:20] if not seen else []}) + "\n")
+        windows[0].extend(w[-3:])
+        windows[1].extend(c[-3:])
         hits += v_in == want
         clean += v_out is None
         seen.append((v_in, v_out, f"{where} stolen {stolen:.2f} s")
                     + ((wanted_state(want, w[-3:]),) if v_in != want else ()))
-    print(f"  {want}: named in {hits}/{TRIALS} trials, clean in {clean}/{TRIALS}")
+    print(f"  {want}: named in {hits}/{TRIALS} trials, clean in {clean}/{TRIALS}; its p50 "
+          f"(median of the windows' last 3 intervals) injected {p50s(want, windows[0])}, "
+          f"clean {p50s(want, windows[1])}")
     if hits < NEED or clean < NEED:
         share = statistics.median(stolen_all) / (WINDOW * VIEW_INTERVAL)
         if max(share, warm) > STEAL_VOID:
@@ -1147,46 +1158,68 @@ def signalled_pair(hosts, cleanup, reader, sender, want):
            want)
 
 
+DELAYLINE = os.path.join(os.path.dirname(NETWORK), "delayline")
+# (d)'s round trip: what h2 sends to h1 (the ACKs) goes by the delay line
+DELAY = 0.002  # s
+
+
+def delay_acks(hosts, cleanup):
+    """h2's packets to h1 by build/delayline, DELAY s: a round trip of a wide-area path."""
+    h1, h2 = hosts.names[:2]
+    line = subprocess.Popen([DELAYLINE, h2, h1, str(int(DELAY * 1e6))], stdout=subprocess.PIPE,
+                            text=True)
+    cleanup.add(lambda: line.poll() is None and (line.kill(), line.wait()))
+    assert line.stdout.readline().strip() == "ready"
+    sh("ip", "-n", h1, "link", "set", "dly1", "up")
+    sh("ip", "netns", "exec", h1, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0",
+       "net.ipv4.conf.dly1.rp_filter=0")
+    sh("ip", "-n", h2, "link", "set", "dly0", "up")
+    # the route goes with the device when the line stops
+    sh("ip", "-n", h2, "route", "add", f"{hosts.addrs[0]}/32", "dev", "dly0")
+
+
 SMALL_BUFFER_READER = """
 import signal, socket
+SO_RCVBUFFORCE = 33
 l = socket.socket()
 l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 l.bind(("0.0.0.0", PORT))
 l.listen(1)
 print("ready", flush=True)
 c, _ = l.accept()
-# the buffer's size is fixed at its first from the start: a size set once is never tuned again,
-# and clean intervals after the first trial must be those the baseline learnt from
-# (getsockopt reports twice what setsockopt asks for)
-size = c.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // 2
-c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
-# SIGUSR1: the smallest receive buffer the kernel allows (2,304 bytes); SIGUSR2: as before
-signal.signal(signal.SIGUSR1, lambda *a: c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1))
-signal.signal(signal.SIGUSR2, lambda *a: c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size))
+# 4 MiB, fixed from the start (a size set is never tuned again): a window far above the
+# 100 KB the flow keeps in flight over the delay line
+c.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 4 << 20)
+# SIGUSR1: a 16 KiB buffer (the kernel doubles what is asked), a window of a few segments;
+# SIGUSR2: as before
+signal.signal(signal.SIGUSR1, lambda *a: c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192))
+signal.signal(signal.SIGUSR2, lambda *a: c.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 4 << 20))
 while c.recv(1 << 20):
     pass
 """
 
 PACED_SENDER = """
 import socket, sys, time
+SO_SNDBUFFORCE = 32
 s = socket.create_connection((sys.argv[1], PORT))
-msg = b"x" * 32000
+s.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, 128 << 10)
+msg = b"x" * 4000
 next_t = time.monotonic()
-# 160 MB/s: the 2,304-byte window carried 16 MB/s on one machine of this project and 72 MB/s
-# on another (there the receiver's ACKs were not delayed: the round trip is ~40 us); the clean
-# path carries ~950 MB/s. At 32 MB/s the second machine's sender never waited.
+# 10 MB/s
 while True:
     s.sendall(msg)
     # no catching up after a blocked stretch: the burst would be a load of its own
     now = time.monotonic()
-    next_t = max(next_t + 0.0002, now)
+    next_t = max(next_t + 0.0004, now)
     time.sleep(next_t - now)
 """
 
 
 def scenario_small_buffer(hosts, cleanup):
-    """(d) The receiver's buffer shrinks to the minimum while a sender paces 160 MB/s: the
-    window holds the bytes in the sender's write queue, the send component (6.18)."""
+    """(d) Over a path with a round trip of 5 ms, the receiver's buffer shrinks to 16 KiB
+    while a sender paces 20 MB/s: the window holds the bytes in the sender's write queue, the
+    send component (6.18)."""
+    delay_acks(hosts, cleanup)
     signalled_pair(hosts, cleanup, SMALL_BUFFER_READER, PACED_SENDER,
                    ("send", "eth0", hosts.names[0]))
 
