@@ -132,7 +132,8 @@ struct {
 
 /*
  * The syscall in flight, per thread (survives migration between CPUs): its entry time when
- * timed (else 0), and its arguments when args_at_enter. nr is -1 once the exit has used it.
+ * timed (else 0), and its arguments when args_at_enter, else in args[0] the file its fd
+ * resolved to at entry (0: none). nr is -1 once the exit has used it.
  */
 struct syscall_start {
 	__u64 ts;
@@ -313,6 +314,7 @@ static __always_inline int syscall_enter(struct syscall_enter_ctx *ctx, int narg
 		if (start) {
 			start->ts = bpf_ktime_get_ns();
 			start->nr = ctx->nr;
+			start->args[0] = (unsigned long)file; /* whose call this stamp times */
 		}
 		return 0;
 	}
@@ -381,7 +383,14 @@ static __always_inline int rw_exit(struct syscall_exit_ctx *ctx, int dir)
 	if (latency_enabled || args_at_enter)
 		start = bpf_task_storage_get(&io_start, task, NULL, 0);
 	if (start && start->nr == ctx->nr) {
-		start_ns = start->ts;
+		/*
+		 * A stamp is this call's only if it was taken on the same file. One left by a
+		 * call whose fd became a pipe or socket before its exit (dup2, a close and reuse
+		 * by another thread: that exit returned above, leaving it) is older than this
+		 * call: it would time the gap since then.
+		 */
+		if (args_at_enter || start->args[0] == (unsigned long)file)
+			start_ns = start->ts;
 		start->ts = 0;
 		if (args_at_enter) {
 			fd = start->args[0];

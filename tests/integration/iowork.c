@@ -22,12 +22,15 @@
  *   mkdirat:DIR:NAME  unlinkat:DIR:NAME  rmdirat:DIR:NAME   (relative to an open DIR)
  *   slowread:PATH:MS         one read() of 4 KiB that takes at least MS: its buffer is a
  *                            userfaultfd page that a second thread fills only after MS
+ *   swapread:PATH:MS         the same, and while it waits the second thread puts a pipe on
+ *                            its fd (dup2): the read ends with the fd no longer PATH's
  *   sleep:MS
  *   stream:DIR:CHUNK:STOP    until the file STOP exists: write() CHUNK bytes to DIR/stream
  *                            (created) and mkdir() DIR/d/<n> (DIR/d created), then sleep
  *                            1 ms; prints "written W mkdirs M" (D/d and D/stream included)
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +120,7 @@ struct fault_server {
 	int uffd;
 	long delay_ms;
 	char *page;
+	int swap_fd, swap_to; /* dup2(swap_to, swap_fd) before answering; -1: no swap */
 };
 
 /* Answers the one page fault of a slow read, delay_ms after it happens. */
@@ -131,6 +135,8 @@ static void *serve_fault(void *arg)
 	    msg.event != UFFD_EVENT_PAGEFAULT)
 		die("slowread", "no page fault");
 	usleep(fs->delay_ms * 1000);
+	if (fs->swap_fd >= 0 && dup2(fs->swap_to, fs->swap_fd) < 0)
+		die("swapread", "dup2");
 	copy = (struct uffdio_copy){ .dst = (unsigned long)fs->page,
 				     .src = (unsigned long)buf,
 				     .len = 4096 };
@@ -139,13 +145,20 @@ static void *serve_fault(void *arg)
 	return NULL;
 }
 
-static void slow_read(const char *path, long delay_ms)
+static void slow_read(const char *path, long delay_ms, bool swap)
 {
 	struct uffdio_api api = { .api = UFFD_API };
 	struct uffdio_register reg;
-	struct fault_server fs = { .delay_ms = delay_ms };
+	struct fault_server fs = { .delay_ms = delay_ms, .swap_fd = -1 };
 	pthread_t server;
-	int fd = open(path, O_RDONLY);
+	int fd = open(path, O_RDONLY), pipe_fds[2];
+
+	if (swap) {
+		if (pipe(pipe_fds))
+			die("swapread", "pipe");
+		fs.swap_fd = fd;
+		fs.swap_to = pipe_fds[0];
+	}
 
 	fs.uffd = syscall(SYS_userfaultfd, O_CLOEXEC);
 	if (fd < 0 || fs.uffd < 0 || ioctl(fs.uffd, UFFDIO_API, &api))
@@ -164,6 +177,10 @@ static void slow_read(const char *path, long delay_ms)
 	close(fd);
 	close(fs.uffd);
 	munmap(fs.page, 4096);
+	if (swap) {
+		close(pipe_fds[0]);
+		close(pipe_fds[1]);
+	}
 }
 
 /* Writes and directories at a steady pace until stop exists: a workload across a restart. */
@@ -255,8 +272,8 @@ static void run(char *spec)
 		if (r)
 			die(f[0], f[2]);
 		close(dfd);
-	} else if (!strcmp(f[0], "slowread") && nf == 3) {
-		slow_read(f[1], num(f[2], f[0]));
+	} else if ((!strcmp(f[0], "slowread") || !strcmp(f[0], "swapread")) && nf == 3) {
+		slow_read(f[1], num(f[2], f[0]), !strcmp(f[0], "swapread"));
 	} else if (!strcmp(f[0], "stream") && nf == 4) {
 		stream(f[1], num(f[2], f[0]), f[3]);
 	} else if (!strcmp(f[0], "sleep") && nf == 2) {

@@ -215,6 +215,42 @@ def bpf_stats_on(cleanup):
     return path
 
 
+def test_stale_stamp(world, agent, cleanup):
+    """A timed read whose fd becomes a pipe before it returns leaves no stamp behind: the
+    thread's next read, on another file and not timed, must not be timed from that stamp.
+    With --io-latency-sample 2 the enter programs are attached half of the time: 30 rounds of
+    a read of F made to wait 10 ms (userfaultfd) while another thread dup2()s a pipe onto its
+    fd, 130 ms of sleep, then a read of G. Before the fix, a round whose first read was in a
+    window and whose second was not timed G's read from F's stamp: ~140 ms."""
+    a2 = Agent(cleanup, "--io-latency-sample", "2")
+    try:
+        cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/stale")
+        f, g = os.path.join(world.tmpfs, "stale-f"), os.path.join(world.tmpfs, "stale-g")
+        for path in (f, g):
+            with open(path, "wb") as fh:
+                fh.write(b"s" * 4096)
+        rounds = 30
+        iowork(cg, *[op for _ in range(rounds)
+                     for op in (f"swapread:{f}:10", "sleep:130", f"read:{g}:4096:4096")])
+        lab = dict(cgroup=label, mount=world.tmpfs, op="read")
+        m = settle(a2, lambda m: value(m, "plumb_io_read_calls_total", cgroup=label,
+                                       mount=world.tmpfs) == rounds)
+        # each round's read of G; F's reads end on a pipe, which io does not count
+        assert value(m, "plumb_io_read_calls_total", cgroup=label, mount=world.tmpfs) == rounds
+        timed = value(m, "plumb_io_latency_seconds_count", **lab) or 0
+        buckets = {float("inf") if dict(k)["le"] == "+Inf" else float(dict(k)["le"]): v
+                   for k, v in select(m, "plumb_io_latency_seconds_bucket", **lab).items()}
+        under = max((b for b in buckets if b <= 0.05), default=None)
+        slow = timed - (buckets[under] if under is not None else 0)
+        print(f"  {rounds} reads of G: {timed:.0f} timed, {slow:.0f} of them above "
+              f"{under} s")
+        assert timed >= 1, "no read of G timed: were the windows on?"
+        assert slow == 0, f"{slow:.0f} of {timed:.0f} timed reads of G took over {under} s: " \
+            "timed from a stale stamp"
+    finally:
+        a2.stop()
+
+
 def test_latency_windows(world, agent, cleanup):
     """With --io-latency-sample 16 (the default) the read enter program is attached for 1/16
     of the time and times every call meanwhile: about one call in 16 is timed, the enter
@@ -710,6 +746,8 @@ def main():
                          ("io: a mount only another namespace sees", test_mount_namespace),
                          ("io: a 20 ms read in the right latency bucket", test_latency_value),
                          ("io: latency windows, 1/16 of the time", test_latency_windows),
+                         ("io: a read whose fd became a pipe leaves no stamp behind",
+                          test_stale_stamp),
                          ("io: a full map counts what it loses", test_map_full_counted),
                          ("io: slots of removed cgroups reused, zeroed", test_slots_reused),
                          ("io: a new key shows at the next read", test_new_key_prompt),
