@@ -132,8 +132,9 @@ struct {
 
 /*
  * The syscall in flight, per thread (survives migration between CPUs): its entry time when
- * timed (else 0), and its arguments when args_at_enter, else in args[0] the file its fd
- * resolved to at entry (0: none). nr is -1 once the exit has used it.
+ * timed (else 0), and its arguments when args_at_enter, else in args[0] and args[1] the file
+ * its fd resolved to at entry and that file's inode (0: none). nr is -1 once the exit has
+ * used it.
  */
 struct syscall_start {
 	__u64 ts;
@@ -239,6 +240,17 @@ static __always_inline __u32 file_mode_type(struct file *file)
 	return BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT;
 }
 
+static __always_inline unsigned long file_inode_addr(struct file *file)
+{
+	if (!file)
+		return 0;
+	if (bpf_ksym_exists(bpf_rdonly_cast))
+		return (unsigned long)((struct file *)bpf_rdonly_cast(
+					       file, bpf_core_type_id_kernel(struct file)))
+			->f_inode;
+	return (unsigned long)BPF_CORE_READ(file, f_inode);
+}
+
 static __always_inline struct vfsmount *file_mnt(struct file *file)
 {
 	if (bpf_ksym_exists(bpf_rdonly_cast))
@@ -314,7 +326,9 @@ static __always_inline int syscall_enter(struct syscall_enter_ctx *ctx, int narg
 		if (start) {
 			start->ts = bpf_ktime_get_ns();
 			start->nr = ctx->nr;
-			start->args[0] = (unsigned long)file; /* whose call this stamp times */
+			/* whose call this stamp times: a struct file's address alone is reused */
+			start->args[0] = (unsigned long)file;
+			start->args[1] = file_inode_addr(file);
 		}
 		return 0;
 	}
@@ -387,9 +401,11 @@ static __always_inline int rw_exit(struct syscall_exit_ctx *ctx, int dir)
 		 * A stamp is this call's only if it was taken on the same file. One left by a
 		 * call whose fd became a pipe or socket before its exit (dup2, a close and reuse
 		 * by another thread: that exit returned above, leaving it) is older than this
-		 * call: it would time the gap since then.
+		 * call: it would time the gap since then. The inode too: that file, freed, and
+		 * the next one opened can have the same address (a 6.1 guest: 2 of 18).
 		 */
-		if (args_at_enter || start->args[0] == (unsigned long)file)
+		if (args_at_enter || (start->args[0] == (unsigned long)file &&
+				      start->args[1] == file_inode_addr(file)))
 			start_ns = start->ts;
 		start->ts = 0;
 		if (args_at_enter) {

@@ -240,7 +240,9 @@ def test_stale_stamp(world, agent, cleanup):
         timed = value(m, "plumb_io_latency_seconds_count", **lab) or 0
         buckets = {float("inf") if dict(k)["le"] == "+Inf" else float(dict(k)["le"]): v
                    for k, v in select(m, "plumb_io_latency_seconds_bucket", **lab).items()}
-        under = max((b for b in buckets if b <= 0.05), default=None)
+        # a stale stamp times the 130 ms sleep and more; a read slower than the bound below
+        # by itself is not one (an emulated guest's vCPU can be away for tens of ms)
+        under = max((b for b in buckets if b <= 0.1), default=None)
         slow = timed - (buckets[under] if under is not None else 0)
         print(f"  {rounds} reads of G: {timed:.0f} timed, {slow:.0f} of them above "
               f"{under} s")
