@@ -454,8 +454,12 @@ class Live:
             at = time.time()
             # the sample's own time, not the query's: a scrape that began before `at` and
             # ends after it adds a sample stamped before `at`, and a later query at `at` finds
-            # that one instead (the 6.1 guest: named here, 'no series' at the same instant)
-            got = self.prom.query("timestamp(plumb_netstack_bottleneck == 1)", at=at)
+            # that one instead (the 6.1 guest: named here, 'no series' at the same instant).
+            # timestamp() of a selector, not of `x == 1`: Prometheus 2.42 gives the
+            # evaluation time for any other expression (seen: the 6.1 guest at 3790cd4
+            # named the qdisc, then found every series 0 at that instant)
+            got = self.prom.query("timestamp(plumb_netstack_bottleneck) and "
+                                  "plumb_netstack_bottleneck == 1", at=at)
             if got:
                 m = got[0]["metric"]
                 self.named, self.named_at = True, float(got[0]["value"][1])
