@@ -9,6 +9,8 @@ const struct bn_config bn_default_config = {
 	.warmup = 10,
 	.alpha = 0.02,
 	.min_samples = 20,
+	.min_few = 4,
+	.min_few_effect = 0.99,
 	.min_effect = 0.71,
 	.min_z = 3.29,
 	.max_base_samples = 10000,
@@ -293,7 +295,7 @@ int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 		struct bn_hist scaled;
 
 		x->host_factor = host;
-		if (!x->ready || x->n < cfg->min_samples)
+		if (!x->ready || x->n < cfg->min_few)
 			continue;
 		hist_scale(&x->base, host, &scaled);
 		bn_mann_whitney(&scaled, x->base_samples, &cur[i], &x->a, &x->z);
@@ -316,6 +318,17 @@ int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 		x->departed = x->a >= cfg->min_effect && x->z >= cfg->min_z &&
 			      (x->sigmas >= cfg->min_sigmas || x->mean_sigmas >= cfg->min_sigmas) &&
 			      x->cur_mean > host * x->base_mean;
+		/*
+		 * Fewer than min_samples: a stage so held that few of its samples end in an
+		 * interval (sends behind a tiny window, each waiting half a second, 3-8 an
+		 * interval), judged only when nearly every one is above the whole baseline
+		 * (4 such give z 3.5), and not otherwise part of the increase: a few slow
+		 * stragglers of a quiet series must not be the largest share.
+		 */
+		if (x->n < cfg->min_samples && !(x->departed && x->a >= cfg->min_few_effect)) {
+			x->departed = false;
+			continue;
+		}
 		if (x->cur_mean <= host * x->base_mean)
 			continue;
 		increase += x->cur_mean - host * x->base_mean;

@@ -44,7 +44,13 @@ void bn_mann_whitney(const struct bn_hist *base, double n_base, const struct bn_
 struct bn_config {
 	size_t warmup; /* intervals that make a component's first baseline (at most BN_WARMUP_MAX) */
 	double alpha; /* afterwards, the weight of each unflagged interval in the baseline */
-	double min_samples; /* fewer in an interval: the component is not judged, not learned */
+	double min_samples; /* fewer in an interval: the component is not learned, and */
+	/*
+	 * judged only with at least min_few samples nearly all above its whole baseline (A at
+	 * least min_few_effect): a stage so held that few of its samples end in an interval
+	 */
+	double min_few;
+	double min_few_effect;
 	double min_effect; /* Vargha-Delaney A of a departure: 0.71 is a "large" effect */
 	double min_z; /* and its significance: 3.29 is one-sided p < 0.0005 */
 	double max_base_samples; /* a learned baseline counts as at most this many samples */

@@ -120,10 +120,56 @@ static void test_interval(void **state)
 		assert_true(c[1].share > 0.9 && c[1].share <= 1);
 		assert_true(c[1].base_mean > 9000 && c[1].base_mean < 11000);
 	}
-	/* too few samples: not judged */
+	/* fewer than min_few samples: not judged */
 	memset(cur, 0, sizeof(cur));
-	add(&cur[1], 1e6, 5);
+	add(&cur[1], 1e6, 3);
 	assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
+	assert_false(c[1].departed);
+}
+
+/*
+ * A stage so held that few of its samples end in an interval (sends behind a tiny window,
+ * each waiting half a second, a few an interval): judged when nearly every one is above the
+ * whole baseline; a few samples as usual, or with one among them as usual, are not.
+ */
+static void test_few_held(void **state)
+{
+	struct bn_component c[2] = { 0 };
+	struct bn_hist cur[2];
+	unsigned int seed = 23;
+	const struct bn_config *cfg = &bn_default_config;
+
+	(void)state;
+	for (size_t i = 0; i < cfg->warmup + 100; i++) {
+		steady(cur, &seed, 1);
+		assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
+	}
+	for (int n = (int)cfg->min_few; n < cfg->min_samples; n++) {
+		steady(cur, &seed, 1);
+		memset(&cur[1], 0, sizeof(cur[1]));
+		add(&cur[1], 5e8, n); /* half a second each */
+		assert_int_equal(bn_interval(c, cur, 2, cfg), 1);
+		assert_true(c[1].bottleneck && c[1].a > 0.99 && c[1].z >= cfg->min_z);
+	}
+	/* as many, as fast as usual: judged, not departed */
+	steady(cur, &seed, 1);
+	memset(&cur[1], 0, sizeof(cur[1]));
+	add(&cur[1], 10000, 6);
+	assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
+	assert_false(c[1].departed);
+	/* six held and one as usual: A ~0.86, not nearly all */
+	steady(cur, &seed, 1);
+	memset(&cur[1], 0, sizeof(cur[1]));
+	add(&cur[1], 5e8, 6);
+	add(&cur[1], 10000, 1);
+	assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
+	assert_false(c[1].departed);
+	/* a few slower than usual but within the baseline's reach (2x): not departed */
+	steady(cur, &seed, 1);
+	memset(&cur[1], 0, sizeof(cur[1]));
+	add(&cur[1], 20000, 8);
+	assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
+	assert_false(c[1].departed);
 }
 
 /* 10% slower is not "large" (A ~ 0.6 here): flagged only from a large effect on. */
@@ -431,6 +477,7 @@ int main(void)
 		cmocka_unit_test(test_quantile_and_mean),
 		cmocka_unit_test(test_mann_whitney),
 		cmocka_unit_test(test_interval),
+		cmocka_unit_test(test_few_held),
 		cmocka_unit_test(test_small_shift_not_flagged),
 		cmocka_unit_test(test_own_spread),
 		cmocka_unit_test(test_slow_warmup),
