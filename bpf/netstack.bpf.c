@@ -756,7 +756,7 @@ int BPF_PROG(ns_receive, struct sk_buff *skb)
 			segment(p, NS_SOFTIRQ, split + stolen, NS_ST_RX);
 		segment(p, NS_BACKLOG, now, NS_ST_RECEIVE);
 		if (cpu)
-			cpu->rx_skb = (__u64)skb; /* for ns_data_ready: udp_claim_read() */
+			cpu->rx_skb = (__u64)skb; /* for ns_data_ready: udp_claim_own() */
 	} else if (p->stage == NS_ST_RECEIVE) {
 		segment(p, NS_FORWARD, now, NS_ST_RECEIVE); /* a bridge delivering it to itself */
 	} else {
@@ -883,8 +883,7 @@ done:
  * grown), and, while it is still in sk_receive_queue, all of the reader's queue.
  * UDP_TOO_DEEP when it is more than UDP_WALK deep; UDP_READ when it is in no queue any more
  * (unlinked: a reader on another CPU has taken it since it was queued). Plain loads only: it
- * runs under the socket's lock (ns_data_ready), and without it as a check of where skb is
- * (udp_claim_read).
+ * runs under the socket's lock (ns_data_ready).
  */
 static __always_inline __s64 udp_ahead(struct sock *sk, struct udp_sock *up, struct sk_buff *skb)
 {
@@ -916,24 +915,30 @@ static __always_inline struct udp_sock *udp_sk_cast(struct sock *sk)
 #define UDP_CLAIM_WALK 4
 
 /*
- * The newest datagram in sk's queue no program has taken yet, taken: its packet entry
- * deleted (the delete decides between two CPUs) after its copy to *p. sk_data_ready comes
- * after the enqueue and outside the queue's lock, so two CPUs enqueuing at once can both
- * find the later datagram at the tail: the program that finds the tail taken looks behind
- * it (before, the earlier datagram went without its protocol and socket stages, uncounted:
- * ~20 of 20,000 on this host with two senders on two CPUs). A datagram of a flow not
- * followed is passed over.
+ * The newest datagram no program has taken yet in sk's queues, taken: its packet entry
+ * deleted (the delete decides between two CPUs) after its copy to *p. The receive queue is
+ * walked back from its tail and, past its head, the reader's queue (a reader moves the
+ * receive queue to the reader queue's tail whole), UDP_CLAIM_WALK datagrams in all. For a
+ * call that udp_claim_own leaves without one: from 6.18 one CPU queues what several CPUs
+ * delivered at once and calls sk_data_ready once for each, and in a list delivery (GRO's
+ * batches) every packet's netif_receive_skb comes before the first is queued. A datagram of a
+ * flow not followed is passed over.
  */
-static __always_inline struct sk_buff *udp_claim(struct sock *sk, struct netstack_pkt *p,
-						 __u64 *now)
+static __always_inline struct sk_buff *udp_claim(struct sock *sk, struct udp_sock *up,
+						 struct netstack_pkt *p, __u64 *now)
 {
 	struct sk_buff *skb = sk->sk_receive_queue.prev;
+	void *head = (void *)&sk->sk_receive_queue;
 	struct netstack_pkt *found;
 	__u64 key;
 	int i;
 
 	for (i = 0; i < UDP_CLAIM_WALK; i++) {
-		if (!skb || (void *)skb == (void *)&sk->sk_receive_queue)
+		if ((void *)skb == head && up && head != (void *)&up->reader_queue) {
+			head = (void *)&up->reader_queue;
+			skb = up->reader_queue.prev;
+		}
+		if (!skb || (void *)skb == head)
 			return NULL; /* the head: nothing left (a reader took the rest) */
 		found = pkt_find(skb, true, now);
 		if (found && found->stage == NS_ST_RECEIVE) {
@@ -973,17 +978,43 @@ static __always_inline bool udp_to_port(struct sk_buff *skb, __u16 port)
 	return bpf_ntohs(udp->dest) == port;
 }
 
+#define PACKET_HOST 0
+
 /*
- * When the receive queue holds no datagram to take: a reader on another CPU took it between
- * its enqueue and this program (sk_data_ready comes after the enqueue, outside the queue's
- * lock), into its reader queue or out of both. It is this CPU's last received packet
- * (ns_receive; a backlog or a NAPI poll delivers one packet before the next, and in a batch
- * the later ones are still linked in it), a UDP datagram to sk's port, in the reader queue
- * or in none. Before, it went without its protocol and socket stages, uncounted: 2 of
- * 80,000 on this host with two senders and two readers.
+ * Whether skb is in one of sk's queues, within UDP_WALK of its tail (datagrams other CPUs
+ * queued since, or, after a reader's splice of the receive queue into reader_queue, those
+ * spliced with it: a 6.12 guest had 5 from the other CPU behind it), or, a unicast
+ * datagram to sk's port, in no queue (a reader on another CPU has taken it since). A
+ * multicast datagram's original goes to the last socket, clones to the others: unlinked, it
+ * is not yet queued. Plain loads, no lock: a queue changing under the walk makes it false.
  */
-static __always_inline struct sk_buff *udp_claim_read(struct sock *sk, struct udp_sock *up,
-						      struct netstack_pkt *p, __u64 *now)
+static __always_inline bool udp_queued(struct sock *sk, struct udp_sock *up, struct sk_buff *skb)
+{
+	struct sk_buff *cur = skb->next;
+	int i;
+
+	if (!cur)
+		return !skb->prev && BPF_CORE_READ_BITFIELD(skb, pkt_type) == PACKET_HOST &&
+		       udp_to_port(skb, sk->__sk_common.skc_num);
+	for (i = 0; i < UDP_WALK && cur; i++) {
+		if ((void *)cur == (void *)&sk->sk_receive_queue ||
+		    (void *)cur == (void *)&up->reader_queue)
+			return true;
+		cur = cur->next;
+	}
+	return false;
+}
+
+/*
+ * The datagram this CPU is delivering, taken: up to 6.17 sk_data_ready comes on the CPU
+ * that queued it, right after, and ns_receive kept it (rx_skb, the last sampled packet
+ * this CPU's receive processing took; 0 once taken). Each CPU takes its own, whichever
+ * program runs first: before, a program took the newest datagram at the tail, and two
+ * CPUs queuing at once could both find the later one, the earlier then taken by neither
+ * when a reader had moved it on (1 in 5,000 in a 6.12 guest's test_udp_races).
+ */
+static __always_inline struct sk_buff *udp_claim_own(struct sock *sk, struct udp_sock *up,
+						     struct netstack_pkt *p, __u64 *now)
 {
 	struct netstack_pkt *found;
 	struct netstack_cpu *cpu;
@@ -995,16 +1026,16 @@ static __always_inline struct sk_buff *udp_claim_read(struct sock *sk, struct ud
 	if (!cpu || !cpu->rx_skb || !up)
 		return NULL;
 	key = cpu->rx_skb;
-	cpu->rx_skb = 0;
 	skb = bpf_rdonly_cast((void *)key, bpf_core_type_id_kernel(struct sk_buff));
-	if (!udp_to_port(skb, sk->__sk_common.skc_num) || udp_ahead(sk, up, skb) == UDP_TOO_DEEP)
-		return NULL; /* not to sk, or still in a batch being delivered */
+	if (!udp_queued(sk, up, skb))
+		return NULL;
+	cpu->rx_skb = 0;
 	found = pkt_find(skb, true, now);
 	if (!found || found->stage != NS_ST_RECEIVE)
 		return NULL;
 	*p = *found;
 	if (bpf_map_delete_elem(&ns_pkts, &key))
-		return NULL; /* another CPU's program took it */
+		return NULL; /* another CPU's udp_claim took it */
 	churn(NS_CHURN_DELETE(NS_MAP_PKTS));
 	return skb;
 }
@@ -1031,9 +1062,9 @@ int BPF_PROG(ns_data_ready, struct sock *sk)
 	if (sk->sk_protocol != IPPROTO_UDP)
 		return 0;
 	up = udp_sk_cast(sk);
-	skb = udp_claim(sk, &p, &now);
+	skb = udp_claim_own(sk, up, &p, &now);
 	if (!skb)
-		skb = udp_claim_read(sk, up, &p, &now);
+		skb = udp_claim(sk, up, &p, &now);
 	if (!skb)
 		return 0;
 	hist_add(&p, NS_PROTOCOL, now > p.ts ? now - p.ts : 0);
