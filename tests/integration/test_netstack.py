@@ -1179,6 +1179,15 @@ def delay_acks(hosts, cleanup):
     sh("ip", "-n", h2, "link", "set", "dly0", "up")
     # the route goes with the device when the line stops
     sh("ip", "-n", h2, "route", "add", f"{hosts.addrs[0]}/32", "dev", "dly0")
+    return line
+
+
+def line_dropped(line):
+    """Stops the delay line: how many packets it dropped (its ring of 4096 full)."""
+    line.terminate()
+    m = re.search(r"dropped=(\d+)", line.communicate(timeout=10)[0])
+    assert m, "the delay line did not say what it dropped"
+    return int(m.group(1))
 
 
 SMALL_BUFFER_READER = """
@@ -1219,12 +1228,15 @@ while True:
 
 
 def scenario_small_buffer(hosts, cleanup):
-    """(d) Over a path with a round trip of 5 ms, the receiver's buffer shrinks to 16 KiB
-    while a sender paces 20 MB/s: the window holds the bytes in the sender's write queue, the
-    send component (6.18)."""
-    delay_acks(hosts, cleanup)
+    """(d) Over a path with a round trip of 2 ms, the receiver's buffer shrinks to 16 KiB
+    while a sender paces 10 MB/s: the window holds the bytes in the sender's write queue, the
+    send component (6.18). The delay line must drop nothing: a lost ACK is a delay of its own."""
+    line = delay_acks(hosts, cleanup)
     signalled_pair(hosts, cleanup, SMALL_BUFFER_READER, PACED_SENDER,
                    ("send", "eth0", hosts.names[0]))
+    dropped = line_dropped(line)
+    print(f"  the delay line dropped {dropped} packets")
+    assert dropped == 0, f"the delay line dropped {dropped} packets"
 
 
 # A real-time thread that holds its CPU (argv[1]) for argv[2] s at a time, then lets go for
