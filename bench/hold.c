@@ -2,13 +2,26 @@
 /*
  * Loads a BPF object file, attaches every program in it and keeps them attached until SIGTERM
  * or SIGINT, printing "attached" once they are: the benchmarks run a workload beside it to
- * measure the floor under a module (empty programs on the module's tracepoints).
+ * measure the floor under a module (empty programs on the module's tracepoints). With PROGRAM
+ * names, only those (bench/netstack.py: which of the tracepoints the floor comes from).
  *
- *   hold OBJECT.bpf.o
+ *   hold OBJECT.bpf.o [PROGRAM...]
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <bpf/libbpf.h>
+
+static bool chosen(const char *name, int argc, char **argv)
+{
+	if (argc == 2)
+		return true;
+	for (int i = 2; i < argc; i++)
+		if (!strcmp(argv[i], name))
+			return true;
+	return false;
+}
 
 int main(int argc, char **argv)
 {
@@ -17,8 +30,8 @@ int main(int argc, char **argv)
 	sigset_t set;
 	int sig, n = 0;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: hold OBJECT.bpf.o\n");
+	if (argc < 2) {
+		fprintf(stderr, "usage: hold OBJECT.bpf.o [PROGRAM...]\n");
 		return 2;
 	}
 	sigemptyset(&set);
@@ -31,11 +44,18 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	bpf_object__for_each_program (p, obj) {
+		if (!chosen(bpf_program__name(p), argc, argv))
+			continue;
 		if (!bpf_program__attach(p)) {
 			fprintf(stderr, "hold: cannot attach %s\n", bpf_program__name(p));
 			return 1;
 		}
 		n++;
+	}
+	if (argc > 2 && n != argc - 2) {
+		fprintf(stderr, "hold: %d of the %d programs named are in %s\n", n, argc - 2,
+			argv[1]);
+		return 1;
 	}
 	printf("attached\n");
 	fflush(stdout);

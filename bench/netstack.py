@@ -40,6 +40,17 @@ PROGRAMS = ("ns_sendmsg", "ns_queue", "ns_start_xmit", "ns_xmit", "ns_rx", "ns_g
             "ns_recv_length", "ns_kfree", "ns_switch")
 
 
+# bench/netstack_floor.bpf.c's programs (floor_NAME), by what their tracepoints fire on
+FLOOR_GROUPS = (
+    ("the device hooks (net_dev_queue, net_dev_start_xmit, net_dev_xmit, netif_rx, "
+     "napi_gro_receive_entry, netif_receive_skb: each packet at each device)",
+     ("queue", "start_xmit", "xmit", "rx", "gro", "receive")),
+    ("the socket hooks (tcp_probe, skb_copy_datagram_iovec, kfree_skb, tcp_sendmsg_locked, "
+     "sk_data_ready, sock_recv_length)",
+     ("probe", "copy", "kfree", "sendmsg", "data_ready", "recv_length")),
+    ("the CPU hooks (softirq_entry, sched_switch)", ("softirq", "switch")))
+
+
 def need(*tools):
     missing = [t for t in tools if not shutil.which(t)]
     if missing:
@@ -155,6 +166,13 @@ full sampling reported too.""")
             bench.compare("sockperf TCP ping-pong p50, floor: empty programs", path.sockperf,
                           "us", lambda: hold_on(floor), hold_off, PAIRS,
                           higher_is_better=False))
+        # which tracepoints the floor comes from: iperf3 only, each group alone
+        split = []
+        for group, programs in FLOOR_GROUPS:
+            cmd = floor + [f"floor_{p}" for p in programs]
+            split.append((group, bench.compare(f"iperf3 TCP h1 -> h2, floor: {group} only",
+                                               path.iperf, "Gbit/s",
+                                               lambda cmd=cmd: hold_on(cmd), hold_off, PAIRS)))
         lines = []
         for label, (tput, lat) in results.items():
             lines.append(f"- {label}: throughput ratio {tput:.3f}, p50 latency ratio {lat:.3f}")
@@ -166,6 +184,7 @@ full sampling reported too.""")
                          f"(target >= 0.98: {'met' if t >= 0.98 else '**not met**'}), p50 "
                          f"latency ratio {lat:.3f} (target <= 1.02: "
                          f"{'met' if lat <= 1.02 else '**not met**'})")
+        lines += [f"- floor, {group} only: throughput ratio {t:.3f}" for group, t in split]
         bench.text("\n".join(lines))
         bench.text("Per-event cost under iperf3, full sampling (`kernel.bpf_stats_enabled=1`, "
                    "restored afterwards; the statistics add two clock reads to every run):\n\n"
