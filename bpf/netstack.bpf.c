@@ -981,22 +981,26 @@ static __always_inline bool udp_to_port(struct sk_buff *skb, __u16 port)
 #define PACKET_HOST 0
 
 /*
- * Whether skb is in one of sk's queues, within UDP_WALK of its tail (datagrams other CPUs
- * queued since, or, after a reader's splice of the receive queue into reader_queue, those
- * spliced with it: a 6.12 guest had 5 from the other CPU behind it), or, a unicast
- * datagram to sk's port, in no queue (a reader on another CPU has taken it since). A
- * multicast datagram's original goes to the last socket, clones to the others: unlinked, it
- * is not yet queued. Plain loads, no lock: a queue changing under the walk makes it false.
+ * Whether skb, a UDP datagram to sk's port, is in one of sk's queues, within UDP_WALK of its
+ * tail (datagrams other CPUs queued since, or, after a reader's splice of the receive queue
+ * into reader_queue, those spliced with it: a 6.12 guest had 5 from the other CPU behind
+ * it), or, unicast, in no queue (a reader on another CPU has taken it since). A multicast
+ * datagram's original goes to the last socket, clones to the others: unlinked, it is not yet
+ * queued. The port first: rx_skb left by a TCP segment or another socket's datagram would
+ * otherwise cost every UDP sk_data_ready on this CPU a walk of UDP_WALK; a walk that comes
+ * back to skb is a list not a socket's (GRO's batch). Plain loads, no lock: a queue changing
+ * under the walk makes it false.
  */
 static __always_inline bool udp_queued(struct sock *sk, struct udp_sock *up, struct sk_buff *skb)
 {
 	struct sk_buff *cur = skb->next;
 	int i;
 
+	if (!udp_to_port(skb, sk->__sk_common.skc_num))
+		return false;
 	if (!cur)
-		return !skb->prev && BPF_CORE_READ_BITFIELD(skb, pkt_type) == PACKET_HOST &&
-		       udp_to_port(skb, sk->__sk_common.skc_num);
-	for (i = 0; i < UDP_WALK && cur; i++) {
+		return !skb->prev && BPF_CORE_READ_BITFIELD(skb, pkt_type) == PACKET_HOST;
+	for (i = 0; i < UDP_WALK && cur && cur != skb; i++) {
 		if ((void *)cur == (void *)&sk->sk_receive_queue ||
 		    (void *)cur == (void *)&up->reader_queue)
 			return true;

@@ -132,6 +132,14 @@ static void test_interval(void **state)
  * each waiting half a second, a few an interval): judged when nearly every one is above the
  * whole baseline; a few samples as usual, or with one among them as usual, are not.
  */
+/* One interval: every component as usual, then component 1's samples replaced by n of ns. */
+static void few(struct bn_hist *cur, unsigned int *seed, double ns, int n)
+{
+	steady(cur, seed, 1);
+	memset(&cur[1], 0, sizeof(cur[1]));
+	add(&cur[1], ns, n);
+}
+
 static void test_few_held(void **state)
 {
 	struct bn_component c[2] = { 0 };
@@ -145,29 +153,21 @@ static void test_few_held(void **state)
 		assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
 	}
 	for (int n = (int)cfg->min_few; n < cfg->min_samples; n++) {
-		steady(cur, &seed, 1);
-		memset(&cur[1], 0, sizeof(cur[1]));
-		add(&cur[1], 5e8, n); /* half a second each */
+		few(cur, &seed, 5e8, n); /* half a second each */
 		assert_int_equal(bn_interval(c, cur, 2, cfg), 1);
 		assert_true(c[1].bottleneck && c[1].a > 0.99 && c[1].z >= cfg->min_z);
 	}
 	/* as many, as fast as usual: judged, not departed */
-	steady(cur, &seed, 1);
-	memset(&cur[1], 0, sizeof(cur[1]));
-	add(&cur[1], 10000, 6);
+	few(cur, &seed, 10000, 6);
 	assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
 	assert_false(c[1].departed);
 	/* six held and one as usual: A ~0.86, not nearly all */
-	steady(cur, &seed, 1);
-	memset(&cur[1], 0, sizeof(cur[1]));
-	add(&cur[1], 5e8, 6);
+	few(cur, &seed, 5e8, 6);
 	add(&cur[1], 10000, 1);
 	assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
 	assert_false(c[1].departed);
 	/* a few slower than usual but within the baseline's reach (2x): not departed */
-	steady(cur, &seed, 1);
-	memset(&cur[1], 0, sizeof(cur[1]));
-	add(&cur[1], 20000, 8);
+	few(cur, &seed, 20000, 8);
 	assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
 	assert_false(c[1].departed);
 }
