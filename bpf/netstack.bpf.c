@@ -88,6 +88,7 @@ struct {
 struct netstack_udp_wait {
 	struct bpf_spin_lock lock;
 	__u32 n; /* slots in use, from 0 */
+	__u32 gen; /* window_gen when they were taken */
 	__u64 ts[NETSTACK_SEND_SLOTS]; /* ktime at sk_data_ready */
 	__s64 ahead[NETSTACK_SEND_SLOTS]; /* datagrams queued before it, still to be read */
 	__u32 netns[NETSTACK_SEND_SLOTS], ifindex[NETSTACK_SEND_SLOTS]; /* where it arrived */
@@ -112,6 +113,23 @@ struct {
  * apart and the host has had some. Until then the receive path pays nothing for it.
  */
 __u32 steal_on = 0;
+
+/*
+ * Attach windows (src/modules/netstack.c, docs/netstack.md section 5): the programs are
+ * attached for a window of every period. window_closing is set but while a window follows
+ * new packets: in its drain no new packet or send is followed, those already followed run to
+ * their ends. window_gen advances as each window's programs go: what a UDP socket's storage
+ * holds from an earlier generation was left then (its reads unseen since) and is counted as
+ * window_edge_udp. Without windows both stay 0. The counts after them are user space's,
+ * here so that --pin hands them to the next agent with the rest of .bss.
+ */
+__u32 window_closing = 0;
+__u32 window_gen = 0;
+__u64 window_followed_ns = 0; /* the ended windows' time following new packets */
+__u64 window_ended = 0; /* windows ended: programs detached, maps emptied */
+__u64 window_failed = 0; /* windows whose programs could not all be attached */
+__u64 window_edge = 0; /* samples on their way in the maps emptied after a window */
+__u64 window_swept[NS_MAPS] = {}; /* entries user space deleted: no program counted them */
 
 /*
  * Where receive processing stands on a CPU. Each start carries the CPU's hypervisor steal at
@@ -485,9 +503,15 @@ int BPF_PROG(ns_queue, struct sk_buff *skb)
 	if (!fp)
 		return 0; /* neither IPv4 nor IPv6 */
 	n.ts = now ? now : bpf_ktime_get_ns();
+	dev_ids(skb->dev, &n.ifindex, &n.netns);
+	if (window_closing) {
+		/* the window's drain: the packet is not followed, the sends it carries end */
+		if (send_on)
+			send_end(skb, &n, n.ts);
+		return 0;
+	}
 	n.fp = fp;
 	n.stage = NS_ST_QUEUE;
-	dev_ids(skb->dev, &n.ifindex, &n.netns);
 	lru_insert(&ns_pkts, NS_MAP_PKTS, &key, &n);
 	if (send_on)
 		send_end(skb, &n, n.ts);
@@ -516,7 +540,7 @@ int BPF_PROG(ns_sendmsg, struct sock *sk, struct msghdr *msg, struct sk_buff *sk
 		if (!hash || hash % sample_every)
 			return 0;
 	}
-	if (!gate_open())
+	if (!gate_open() || window_closing)
 		return 0;
 	now = bpf_ktime_get_ns();
 	seq = TCP_SK(sk, write_seq);
@@ -1059,9 +1083,9 @@ int BPF_PROG(ns_data_ready, struct sock *sk)
 	struct netstack_pkt p;
 	struct udp_sock *up;
 	struct sk_buff *skb;
+	__u32 n, gen, stale = 0;
 	__u64 now;
 	__s64 ahead;
-	__u32 n;
 
 	if (sk->sk_protocol != IPPROTO_UDP)
 		return 0;
@@ -1079,7 +1103,13 @@ int BPF_PROG(ns_data_ready, struct sock *sk)
 		count_lost(NS_LOST_SOCKET_STORAGE);
 		return 0;
 	}
+	gen = window_gen;
 	bpf_spin_lock(&w->lock);
+	if (w->gen != gen) { /* an earlier window's: its reads went unseen */
+		stale = w->n;
+		w->n = 0;
+		w->gen = gen;
+	}
 	ahead = udp_ahead(sk, up, skb);
 	n = w->n;
 	if (ahead >= 0 && n < NETSTACK_SEND_SLOTS) {
@@ -1090,6 +1120,8 @@ int BPF_PROG(ns_data_ready, struct sock *sk)
 		w->n = n + 1;
 	}
 	bpf_spin_unlock(&w->lock);
+	if (stale)
+		count_lost_n(NS_LOST_WINDOW_EDGE_UDP, stale);
 	if (ahead == UDP_READ)
 		/*
 		 * Read before the walk, its read's program gone by without it: its wait was
@@ -1114,19 +1146,22 @@ SEC("cgroup/sock_release")
 int ns_udp_release(struct bpf_sock *ctx)
 {
 	struct netstack_udp_wait *w;
-	__u32 n;
+	__u32 n, gen;
+	bool stale;
 
 	if (ctx->protocol != IPPROTO_UDP || !gate_open())
 		return 1;
 	w = bpf_sk_storage_get(&ns_udp, ctx, NULL, 0);
 	if (!w)
 		return 1;
+	gen = window_gen;
 	bpf_spin_lock(&w->lock);
 	n = w->n;
 	w->n = 0;
+	stale = w->gen != gen;
 	bpf_spin_unlock(&w->lock);
 	if (n)
-		count_lost_n(NS_LOST_SOCKET_CLOSED, n);
+		count_lost_n(stale ? NS_LOST_WINDOW_EDGE_UDP : NS_LOST_SOCKET_CLOSED, n);
 	return 1;
 }
 
@@ -1145,7 +1180,7 @@ int BPF_PROG(ns_recv_length, struct sock *sk, int ret, int flags)
 {
 	__u32 netns[NETSTACK_SEND_SLOTS], ifindex[NETSTACK_SEND_SLOTS];
 	__u64 ts[NETSTACK_SEND_SLOTS], now, cgroup;
-	__u32 done = 0, kept = 0, i, remaining;
+	__u32 done = 0, kept = 0, i, remaining, gen, stale;
 	struct netstack_udp_wait *w;
 	struct udp_sock *up;
 
@@ -1157,7 +1192,17 @@ int BPF_PROG(ns_recv_length, struct sock *sk, int ret, int flags)
 	up = udp_sk_cast(sk);
 	if (!up)
 		return 0;
+	gen = window_gen;
 	bpf_spin_lock(&w->lock);
+	if (w->gen != gen) { /* an earlier window's: its reads went unseen */
+		stale = w->n;
+		w->n = 0;
+		w->gen = gen;
+		bpf_spin_unlock(&w->lock);
+		if (stale)
+			count_lost_n(NS_LOST_WINDOW_EDGE_UDP, stale);
+		return 0;
+	}
 	remaining = sk->sk_receive_queue.qlen + up->reader_queue.qlen;
 	for (i = 0; i < NETSTACK_SEND_SLOTS; i++) {
 		if (i >= w->n)

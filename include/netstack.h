@@ -183,6 +183,11 @@ enum netstack_lost_reason {
 	NS_LOST_SOCKET_SLOTS,
 	NS_LOST_SOCKET_STORAGE, /* a UDP socket's storage could not be made (out of memory) */
 	NS_LOST_SOCKET_CLOSED, /* a sampled UDP datagram still queued when its socket closed */
+	/*
+	 * With attach windows: a sampled UDP datagram still queued when its window's programs
+	 * went (the other samples on their way then are counted by user space: window_edge)
+	 */
+	NS_LOST_WINDOW_EDGE_UDP,
 	NS_LOST_REASONS,
 };
 

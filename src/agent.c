@@ -554,6 +554,7 @@ int agent_run(const struct agent_options *o)
 		.wait_capacity = o->wait_capacity,
 		.flow_bytes = o->flow_bytes,
 		.netstack_sample = o->netstack_sample,
+		.netstack_window = o->netstack_window,
 	};
 	struct sigaction sa = { .sa_handler = on_signal };
 	char cgroup_root[4096], err[256];

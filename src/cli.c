@@ -172,6 +172,7 @@ enum {
 	OPT_HOST,
 	OPT_NETNS,
 	OPT_NETSTACK_SAMPLE,
+	OPT_NETSTACK_WINDOW,
 	OPT_WEB_CONFIG,
 	OPT_SECCOMP,
 	OPT_PIN_DIR,
@@ -208,6 +209,7 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 		{ "host", required_argument, NULL, OPT_HOST },
 		{ "netns", required_argument, NULL, OPT_NETNS },
 		{ "netstack-sample", required_argument, NULL, OPT_NETSTACK_SAMPLE },
+		{ "netstack-window", required_argument, NULL, OPT_NETSTACK_WINDOW },
 		{ "web-config", required_argument, NULL, OPT_WEB_CONFIG },
 		{ "seccomp", required_argument, NULL, OPT_SECCOMP },
 		{ "pin", required_argument, NULL, OPT_PIN_DIR },
@@ -229,6 +231,7 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 	o->flow_capacity = 131072;
 	o->flow_bytes = FLOW_BYTES_AUTO;
 	o->netstack_sample = PLUMB_DEFAULT_NETSTACK_SAMPLE;
+	o->netstack_window = PLUMB_DEFAULT_NETSTACK_WINDOW;
 	o->pin_capacity = PLUMB_DEFAULT_PIN_CAPACITY;
 	o->wait_capacity = PLUMB_DEFAULT_WAIT_CAPACITY;
 	optind = 0;
@@ -301,6 +304,13 @@ enum cli_result cli_parse_agent(int argc, char **argv, struct agent_options *o, 
 		case OPT_NETSTACK_SAMPLE:
 			if (parse_uint(optarg, 1, 65536, &o->netstack_sample)) {
 				snprintf(err, errlen, "--netstack-sample: '%s' is not in 1..65536",
+					 optarg);
+				return CLI_ERROR;
+			}
+			break;
+		case OPT_NETSTACK_WINDOW:
+			if (parse_uint(optarg, 1, 3600, &o->netstack_window)) {
+				snprintf(err, errlen, "--netstack-window: '%s' is not in 1..3600",
 					 optarg);
 				return CLI_ERROR;
 			}

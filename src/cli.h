@@ -14,6 +14,8 @@
 #define PLUMB_DEFAULT_PORT	      9977
 #define PLUMB_DEFAULT_LATENCY_SAMPLE  16
 #define PLUMB_DEFAULT_NETSTACK_SAMPLE 1 /* every flow, until the benchmark says otherwise */
+/* the agent's netstack programs: a 1 s window in every 20 s (bench/results/netstack.md) */
+#define PLUMB_DEFAULT_NETSTACK_WINDOW 20
 #define PLUMB_DEFAULT_PIN_CAPACITY    131072 /* counter series carried over a restart */
 #define PLUMB_DEFAULT_WAIT_CAPACITY   65536 /* the wait module's (thread, resource) pairs */
 
@@ -37,6 +39,7 @@ struct agent_options {
 	unsigned int flow_capacity;
 	enum flow_bytes_mode flow_bytes;
 	unsigned int netstack_sample; /* follow 1 in this many flows */
+	unsigned int netstack_window; /* attached 1 s in every this many; 1: always */
 	unsigned int wait_capacity; /* wait_bri's (thread, resource) pairs */
 	char host[64]; /* --host; "" = the --netns name, else gethostname() */
 	char netns[256]; /* --netns: a name under /run/netns, or a path; "" = every netns */

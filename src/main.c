@@ -49,6 +49,8 @@ static void agent_usage(FILE *out)
 		"                           the kernel can, else counters\n"
 		"      --netstack-sample N  netstack follows the packets of 1 in N flows (by\n"
 		"                           flow hash; default %u: every flow)\n"
+		"      --netstack-window N  netstack's programs are attached for 1 s in every\n"
+		"                           N s (default %u; 1: always attached)\n"
 		"      --netns NAME         observe only this network namespace (a name under\n"
 		"                           /run/netns, or a path such as /proc/PID/ns/net);\n"
 		"                           the HTTP server stays in the agent's own namespace\n"
@@ -78,7 +80,8 @@ static void agent_usage(FILE *out)
 		"  plumb agent --listen 0.0.0.0:9977 --modules io\n"
 		"  curl -s localhost:9977/metrics | grep plumb_io_write_bytes_total\n",
 		PLUMB_DEFAULT_ADDR, PLUMB_DEFAULT_PORT, PLUMB_DEFAULT_LATENCY_SAMPLE,
-		PLUMB_DEFAULT_NETSTACK_SAMPLE, PLUMB_DEFAULT_PIN_CAPACITY);
+		PLUMB_DEFAULT_NETSTACK_SAMPLE, PLUMB_DEFAULT_NETSTACK_WINDOW,
+		PLUMB_DEFAULT_PIN_CAPACITY);
 }
 
 static void io_usage(FILE *out)

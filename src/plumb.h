@@ -33,6 +33,8 @@ struct plumb_config {
 	bool wait; /* the wait module is requested: the sched object classifies waits */
 	unsigned int wait_capacity; /* wait_bri's (thread, resource) pairs; 0: WAIT_BRI_MAX */
 	unsigned int netstack_sample; /* netstack follows 1 in this many flows */
+	/* netstack's programs attached for a 1 s window in every this many s; 0 or 1: always */
+	unsigned int netstack_window;
 	const char *pin; /* --pin DIR: maps and links taken over from the agent before; or NULL */
 };
 

@@ -125,9 +125,12 @@ static const unsigned int bpf_cmds[] = {
 	BPF_MAP_LOOKUP_AND_DELETE_BATCH,
 	BPF_MAP_DELETE_BATCH,
 	BPF_ITER_CREATE,
-	/* io's latency windows attach its enter programs to their perf events (src/window.h);
-	 * with neither BPF_PROG_LOAD nor BPF_PROG_GET_FD_BY_ID, only the agent's own programs */
+	/* io's latency windows attach its enter programs to their perf events (src/window.h),
+	 * netstack's windows its tracepoint programs (libbpf falls back to the raw tracepoint
+	 * command where the kernel's link_create lacks them, before 6.10); with neither
+	 * BPF_PROG_LOAD nor BPF_PROG_GET_FD_BY_ID, only the agent's own programs */
 	BPF_LINK_CREATE,
+	BPF_RAW_TRACEPOINT_OPEN,
 };
 
 /* Rules with an argument: the calls whose other uses the agent has no need of. */

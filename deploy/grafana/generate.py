@@ -156,7 +156,7 @@ class Dashboard:
         self.timeseries(
             "Events lost", "What the agent could not count, by module and reason "
             "(plumb_events_lost_total, docs/metrics.md): 0 on a healthy agent.",
-            [{"expr": f'sum by (instance, module, reason) '
+            [{"expr": 'sum by (instance, module, reason) '
                       "(" + rate("plumb_events_lost_total", inst, mod) + ")",
               "legend": "{{instance}} {{module}} {{reason}}"}], "cps", w=8)
         self.timeseries(
@@ -391,13 +391,23 @@ def netstack_dashboard():
                  "(histogram_quantile over plumb_netstack_latency_seconds_bucket).",
                  [{"expr": quantile(0.99, "plumb_netstack_latency_seconds", key, *f),
                    "legend": "{{netns}} {{device}} {{component}}"}], "s")
-    d.timeseries("Packet time by component", "Seconds of sampled packets' time per second, "
-                 "stacked by component: where the host's packets wait, in total.",
-                 [{"expr": f"sum by (component) ({rate('plumb_netstack_latency_seconds_sum', *f)})",
+    # per second the programs followed packets: with the agent's attach windows (the first
+    # second of each, docs/netstack.md section 5) a plain rate would be that share of it
+    followed = ("on (instance) group_left () "
+                + rate("plumb_netstack_followed_seconds_total", 'instance=~"$instance"'))
+    d.timeseries("Packet time by component", "Seconds of sampled packets' time per second "
+                 "the programs followed packets (plumb_netstack_followed_seconds_total: with "
+                 "the agent's attach windows, the first second of each), stacked by "
+                 "component: where the host's packets wait, in total.",
+                 [{"expr": f"sum by (component) ({rate('plumb_netstack_latency_seconds_sum', *f)}"
+                           f" / {followed})",
                    "legend": "{{component}}"}], "s", stack=True)
     d.timeseries("Sampled packets per second", "Packets followed through each component "
-                 "(1 in --netstack-sample flows).",
-                 [{"expr": f"sum by ({key}) ({rate('plumb_netstack_latency_seconds_count', *f)})",
+                 "(1 in --netstack-sample flows), per second the programs followed packets "
+                 "(plumb_netstack_followed_seconds_total: with the agent's attach windows, "
+                 "the first second of each).",
+                 [{"expr": f"sum by ({key}) ({rate('plumb_netstack_latency_seconds_count', *f)}"
+                           f" / {followed})",
                    "legend": "{{netns}} {{device}} {{component}}"}], "pps")
     d.timeseries("p50 per component", "Median time in each component.",
                  [{"expr": quantile(0.5, "plumb_netstack_latency_seconds", key, *f),

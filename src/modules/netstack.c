@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <net/if.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,13 @@
 #define NETSTACK_NAMES_MAX   1024 /* (netns, ifindex) names kept */
 #define NETSTACK_RENAME_MS   5000 /* an unnamed device is looked up again this often */
 #define NETSTACK_RESCAN_MS   1000 /* an unknown cgroup rescans the tree at most this often */
+/*
+ * Attach windows (cfg->netstack_window > 1): the programs follow new packets for
+ * NETSTACK_WINDOW_NS, then those already followed for NETSTACK_DRAIN_NS more, then go.
+ */
+#define NETSTACK_WINDOW_NS    1000000000ull
+#define NETSTACK_DRAIN_NS     100000000ull
+#define NETSTACK_WINDOWED_MAX 16
 
 const char *const netstack_component_names[NS_COMPONENTS] = {
 	"send",	   "qdisc",   "driver",	  "crossing", "softirq",
@@ -87,6 +95,36 @@ struct netstack_state {
 	bool steal; /* the kernel keeps hypervisor steal apart (FEAT_STEAL) */
 	uint64_t steal_checked_ms;
 	struct adopt adopt; /* --pin: the maps and links over a restart */
+	struct netstack_window *win; /* NULL: the programs stay attached */
+	uint64_t windows_seen; /* the last window the tick closed an interval for */
+	uint64_t loaded_ns; /* when the programs were first attached */
+};
+
+/*
+ * The programs attached for a window of every period, from a thread of their own
+ * (docs/netstack.md section 5): every tracepoint program, the release hook staying. A window
+ * attaches the programs with window_closing set and clears it once all are attached; after
+ * NETSTACK_WINDOW_NS it sets it again, so that only packets already followed go on, and after
+ * NETSTACK_DRAIN_NS detaches them all, advances window_gen and empties the maps, counting
+ * what was still on its way as window_edge. The module's tick then closes an interval, and
+ * the next window waits for it. The counts that outlive an agent are in .bss (window_*).
+ */
+struct netstack_window {
+	pthread_t thread;
+	bool started; /* at the first tick: after the agent dropped its capabilities */
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* stop was set, or the tick took a window */
+	bool stop;
+	struct netstack_bpf *skel;
+	uint64_t period_ns, rng;
+	size_t n;
+	struct bpf_program *progs[NETSTACK_WINDOWED_MAX];
+	struct bpf_link **links[NETSTACK_WINDOWED_MAX]; /* their places in the skeleton */
+	/* under lock */
+	uint64_t open_since; /* the current window's follow began (monotonic ns); 0: none */
+	uint64_t closing_at; /* and when it stopped following new packets (0: not yet) */
+	uint64_t last_ns; /* the last ended window's time following new packets */
+	uint64_t taken; /* window_ended when the tick last closed an interval */
 };
 
 /*
@@ -313,12 +351,12 @@ static int interval_entry(void *ctx, const void *k, const void *value)
 	return 0;
 }
 
-int netstack_interval(struct plumb_module *m)
+/* An interval of secs seconds of the programs' time (0: the first read, which judges nothing). */
+static int interval_close(struct plumb_module *m, double secs)
 {
 	struct netstack_state *s = m->priv;
 	struct bn_hist *cur;
 	uint64_t now = monotonic_ms();
-	double secs = s->last_interval_ms ? (now - s->last_interval_ms) / 1e3 : 0;
 
 	cur = calloc(NETSTACK_HISTS_MAX, sizeof(*cur));
 	if (!cur)
@@ -347,6 +385,14 @@ int netstack_interval(struct plumb_module *m)
 	return 0;
 }
 
+int netstack_interval(struct plumb_module *m)
+{
+	struct netstack_state *s = m->priv;
+
+	return interval_close(
+		m, s->last_interval_ms ? (monotonic_ms() - s->last_interval_ms) / 1e3 : 0);
+}
+
 size_t netstack_series(struct plumb_module *m, const struct netstack_series **out, int *bottleneck)
 {
 	struct netstack_state *s = m->priv;
@@ -369,12 +415,316 @@ static void steal_check(struct netstack_state *s, uint64_t now)
 		__atomic_store_n(&s->skel->bss->steal_on, 1, __ATOMIC_RELAXED);
 }
 
+/* Waits until monotonic time t (ns) or stop; true when stopped. */
+static bool window_wait(struct netstack_window *w, uint64_t t)
+{
+	struct timespec ts = { .tv_sec = (time_t)(t / 1000000000),
+			       .tv_nsec = (long)(t % 1000000000) };
+	bool stop;
+
+	pthread_mutex_lock(&w->lock);
+	while (!w->stop && pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT)
+		;
+	stop = w->stop;
+	pthread_mutex_unlock(&w->lock);
+	return stop;
+}
+
+/* Waits until the tick has closed the last window's interval, or stop; true when stopped. */
+static bool window_wait_taken(struct netstack_window *w)
+{
+	bool stop;
+
+	pthread_mutex_lock(&w->lock);
+	while (!w->stop &&
+	       w->taken != __atomic_load_n(&w->skel->bss->window_ended, __ATOMIC_RELAXED))
+		pthread_cond_wait(&w->cond, &w->lock);
+	stop = w->stop;
+	pthread_mutex_unlock(&w->lock);
+	return stop;
+}
+
+struct sweep {
+	int fd;
+	uint32_t map;
+	__u64 *swept; /* .bss's count for the map */
+	uint64_t edge;
+};
+
+/*
+ * An entry left when its window's programs went: deleted, a sample on its way counted. The
+ * delete is counted before it is made, so that an eviction count meanwhile (lru_count) never
+ * takes it for an eviction (it may miss one for that instant instead).
+ */
+static int sweep_entry(void *ctx, const void *k, const void *value)
+{
+	struct sweep *sw = ctx;
+
+	if (sw->map == NS_MAP_PKTS) {
+		const struct netstack_pkt *p = value;
+
+		/* as pkt_drop(): past these stages a packet has had its last component */
+		if (p->stage != NS_ST_PROBE && p->stage != NS_ST_RECEIVE && p->stage != NS_ST_SENT)
+			sw->edge++;
+	} else if (sw->map == NS_MAP_SENDS) {
+		sw->edge += ((const struct netstack_send *)value)->n;
+	} else {
+		const struct netstack_recv *r = value;
+
+		for (uint32_t i = 0; i < r->n && i < NETSTACK_SEND_SLOTS; i++)
+			sw->edge += r->weight[i];
+	}
+	__atomic_add_fetch(sw->swept, 1, __ATOMIC_RELAXED);
+	if (bpf_map_delete_elem(sw->fd, k))
+		__atomic_sub_fetch(sw->swept, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static void window_detach(struct netstack_window *w)
+{
+	struct bpf_link *links[NETSTACK_WINDOWED_MAX];
+
+	for (size_t i = 0; i < w->n; i++)
+		links[i] = *w->links[i];
+	links_destroy_parallel(links, w->n);
+	for (size_t i = 0; i < w->n; i++)
+		*w->links[i] = NULL;
+}
+
+/*
+ * Detaches the window's programs and empties the maps (nothing runs that could add to them;
+ * the release hook touches socket storage only). window_gen advances before any program runs
+ * again: a UDP socket's slots of this window are stale from now (their reads go unseen).
+ */
+static void window_close(struct netstack_window *w)
+{
+	struct bpf_map *maps[NS_MAPS] = { w->skel->maps.ns_pkts, w->skel->maps.ns_sends,
+					  w->skel->maps.ns_recvs };
+	struct netstack_bpf__bss *bss = w->skel->bss;
+	uint64_t edge = 0, followed, t0 = monotonic_ns(), t1;
+
+	window_detach(w);
+	t1 = monotonic_ns();
+	__atomic_add_fetch(&bss->window_gen, 1, __ATOMIC_RELAXED);
+	for (uint32_t m = 0; m < NS_MAPS; m++) {
+		struct sweep sw = { .fd = bpf_map__fd(maps[m]),
+				    .map = m,
+				    .swept = &bss->window_swept[m] };
+
+		if (map_read_all(maps[m], sweep_entry, &sw) < 0)
+			pr_debug("netstack: cannot empty %s after a window\n",
+				 bpf_map__name(maps[m]));
+		edge += sw.edge;
+	}
+	pthread_mutex_lock(&w->lock);
+	followed = w->closing_at - w->open_since;
+	w->last_ns = followed;
+	w->open_since = w->closing_at = 0;
+	pthread_mutex_unlock(&w->lock);
+	__atomic_add_fetch(&bss->window_edge, edge, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&bss->window_followed_ns, followed, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&bss->window_ended, 1, __ATOMIC_RELAXED); /* last: the tick's cue */
+	pr_debug("netstack: window of %.3f s ended: detached in %.1f ms, maps emptied in %.1f ms "
+		 "(%llu samples on their way)\n",
+		 followed / 1e9, (t1 - t0) / 1e6, (monotonic_ns() - t1) / 1e6,
+		 (unsigned long long)edge);
+}
+
+/*
+ * A new window's programs attached, window_closing set until all are (so that no sample
+ * starts before the rest are there): false, nothing left attached, when one cannot be.
+ */
+static bool window_open(struct netstack_window *w, bool *warned)
+{
+	struct netstack_bpf__bss *bss = w->skel->bss;
+	uint64_t t0 = monotonic_ns();
+	size_t i;
+	int err = 0;
+
+	for (i = 0; i < w->n && !err; i++) {
+		*w->links[i] = bpf_program__attach(w->progs[i]);
+		if (!*w->links[i])
+			err = -errno;
+	}
+	if (err) {
+		if (!*warned)
+			pr_warn("netstack: a window cannot attach %s: %s (counted in "
+				"plumb_netstack_windows_failed_total)\n",
+				bpf_program__name(w->progs[i - 1]), strerror(-err));
+		*warned = true;
+		window_detach(w);
+		__atomic_add_fetch(&bss->window_failed, 1, __ATOMIC_RELAXED);
+		return false;
+	}
+	pthread_mutex_lock(&w->lock);
+	w->open_since = monotonic_ns();
+	pthread_mutex_unlock(&w->lock);
+	__atomic_store_n(&bss->window_closing, 0, __ATOMIC_RELAXED);
+	pr_debug("netstack: window opened: %zu programs attached in %.1f ms\n", w->n,
+		 (monotonic_ns() - t0) / 1e6);
+	return true;
+}
+
+static uint64_t window_random(struct netstack_window *w)
+{
+	w->rng ^= w->rng << 13;
+	w->rng ^= w->rng >> 7;
+	w->rng ^= w->rng << 17;
+	return w->rng;
+}
+
+/*
+ * Each period's window starts at a random offset in it (a workload that repeats on the
+ * period's beat is not always seen at the same phase); the first is the load's attach.
+ */
+static void *window_thread(void *arg)
+{
+	struct netstack_window *w = arg;
+	uint64_t slack = w->period_ns - NETSTACK_WINDOW_NS - NETSTACK_DRAIN_NS;
+	uint64_t period, opened;
+	bool warned = false, open = true;
+
+	pthread_mutex_lock(&w->lock);
+	period = opened = w->open_since;
+	pthread_mutex_unlock(&w->lock);
+	for (;;) {
+		if (open) {
+			if (window_wait(w, opened + NETSTACK_WINDOW_NS))
+				break;
+			__atomic_store_n(&w->skel->bss->window_closing, 1, __ATOMIC_RELAXED);
+			pthread_mutex_lock(&w->lock);
+			w->closing_at = monotonic_ns();
+			pthread_mutex_unlock(&w->lock);
+			if (window_wait(w, monotonic_ns() + NETSTACK_DRAIN_NS))
+				break;
+			window_close(w);
+		}
+		period += w->period_ns;
+		/* behind by more than a period (a stopped process): start afresh */
+		if (monotonic_ns() > period + slack)
+			period = monotonic_ns();
+		if (window_wait_taken(w) || window_wait(w, period + window_random(w) % (slack + 1)))
+			break;
+		open = window_open(w, &warned);
+		pthread_mutex_lock(&w->lock);
+		opened = w->open_since;
+		pthread_mutex_unlock(&w->lock);
+	}
+	return NULL;
+}
+
+/*
+ * Stops the thread: the programs stay as they are (attached, and still following packets
+ * when stopped inside a window), for unload to destroy or hand_over to pin.
+ */
+static void window_stop(struct netstack_state *s)
+{
+	struct netstack_window *w = s->win;
+
+	if (!w)
+		return;
+	if (w->started) {
+		pthread_mutex_lock(&w->lock);
+		w->stop = true;
+		pthread_cond_broadcast(&w->cond);
+		pthread_mutex_unlock(&w->lock);
+		pthread_join(w->thread, NULL);
+	}
+	pthread_cond_destroy(&w->cond);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+	s->win = NULL;
+}
+
+/*
+ * The windows, once every program is attached: the first is from now. The thread starts at
+ * the first tick (window_run), after the agent has dropped its capabilities: a thread keeps
+ * those it was started with.
+ */
+static int window_prepare(struct netstack_state *s, unsigned int every, char *err, size_t errlen)
+{
+	struct netstack_window *w = calloc(1, sizeof(*w));
+	const struct bpf_object_skeleton *sk = s->skel->skeleton;
+	pthread_condattr_t attr;
+
+	if (!w) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	w->skel = s->skel;
+	w->period_ns = (uint64_t)every * NETSTACK_WINDOW_NS;
+	w->rng = (monotonic_ns() ^ ((uint64_t)getpid() << 32)) | 1;
+	w->open_since = s->loaded_ns;
+	w->taken = s->skel->bss->window_ended; /* --pin: the agent before's */
+	for (int i = 0; i < sk->prog_cnt; i++) {
+		const struct bpf_prog_skeleton *p =
+			(const void *)((const char *)sk->progs + (size_t)i * sk->prog_skel_sz);
+
+		if (!*p->link || p->link == &s->skel->links.ns_udp_release)
+			continue;
+		if (w->n == NETSTACK_WINDOWED_MAX) {
+			snprintf(err, errlen, "more programs than a window takes");
+			free(w);
+			return -E2BIG;
+		}
+		w->progs[w->n] = *p->prog;
+		w->links[w->n++] = p->link;
+	}
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cond, &attr);
+	pthread_condattr_destroy(&attr);
+	s->win = w;
+	s->windows_seen = w->taken;
+	return 0;
+}
+
+/*
+ * The tick's part: the thread started (once), and an interval closed for a window that has
+ * ended (its samples per second over the time it followed new packets); the next window
+ * waits for that.
+ */
+static int window_run(struct plumb_module *m)
+{
+	struct netstack_state *s = m->priv;
+	struct netstack_window *w = s->win;
+	uint64_t ended = __atomic_load_n(&s->skel->bss->window_ended, __ATOMIC_RELAXED), last_ns;
+	int rc, err = 0;
+
+	if (!w->started) {
+		rc = pthread_create(&w->thread, NULL, window_thread, w);
+		if (rc) {
+			pr_warn("netstack: cannot start the window thread: %s (the programs stay "
+				"attached)\n",
+				strerror(rc));
+			window_stop(s);
+			return 0;
+		}
+		w->started = true;
+	}
+	if (ended == s->windows_seen)
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	last_ns = w->last_ns;
+	pthread_mutex_unlock(&w->lock);
+	s->windows_seen = ended;
+	err = interval_close(m, last_ns / 1e9);
+	pthread_mutex_lock(&w->lock);
+	w->taken = ended;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
 static int netstack_tick(struct plumb_module *m)
 {
 	struct netstack_state *s = m->priv;
 	uint64_t now = monotonic_ms();
 
 	steal_check(s, now);
+	if (s->win) /* with windows an interval is a window: closed once its programs are gone */
+		return window_run(m);
 	if (now - s->last_interval_ms < NETSTACK_INTERVAL_MS)
 		return 0;
 	return netstack_interval(m);
@@ -399,6 +749,38 @@ static size_t series_labels(const struct netstack_series *x, struct prom_label *
 	l[4] = (struct prom_label){ "cgroup", id };
 	l[5] = (struct prom_label){ "workload", x->workload };
 	return 6;
+}
+
+/* How long the programs have followed new packets, and the windows. */
+static void netstack_collect_windows(struct netstack_state *s, struct prom_writer *w)
+{
+	const struct netstack_bpf__bss *bss = s->skel->bss;
+	uint64_t followed = __atomic_load_n(&bss->window_followed_ns, __ATOMIC_RELAXED);
+
+	if (s->win) {
+		struct netstack_window *x = s->win;
+
+		pthread_mutex_lock(&x->lock);
+		if (x->open_since) /* the window open now, so far */
+			followed +=
+				(x->closing_at ? x->closing_at : monotonic_ns()) - x->open_since;
+		pthread_mutex_unlock(&x->lock);
+	} else {
+		followed += monotonic_ns() - s->loaded_ns;
+	}
+	prom_family(w, "plumb_netstack_followed_seconds_total", PROM_COUNTER,
+		    "Time the netstack programs have followed new packets: the latency "
+		    "histograms count the packets of this time only (--netstack-window N: the "
+		    "first second of a window in every N s).");
+	prom_sample(w, NULL, 0, followed / 1e9);
+	prom_family(w, "plumb_netstack_windows_total", PROM_COUNTER,
+		    "Attach windows ended (their programs detached, each an interval of the "
+		    "bottleneck analysis); 0 when the programs stay attached.");
+	prom_sample(w, NULL, 0, (double)__atomic_load_n(&bss->window_ended, __ATOMIC_RELAXED));
+	prom_family(w, "plumb_netstack_windows_failed_total", PROM_COUNTER,
+		    "Attach windows whose programs could not all be attached (the first "
+		    "failure is logged).");
+	prom_sample(w, NULL, 0, (double)__atomic_load_n(&bss->window_failed, __ATOMIC_RELAXED));
 }
 
 static int netstack_collect(struct plumb_module *m, struct prom_writer *w)
@@ -427,6 +809,7 @@ static int netstack_collect(struct plumb_module *m, struct prom_writer *w)
 		nl = series_labels(x, l, id, sizeof(id));
 		prom_histogram(w, l, nl, bounds, counts, NETSTACK_OCTAVES, x->total.sum_ns / 1e9);
 	}
+	netstack_collect_windows(s, w);
 	prom_family(w, "plumb_netstack_bottleneck", PROM_GAUGE,
 		    "1 while the component is the bottleneck: significantly slower than its "
 		    "baseline, with the largest share of the increase (docs/netstack.md).");
@@ -451,7 +834,7 @@ static void lru_count(struct netstack_state *s)
 	struct bpf_map *maps[NS_MAPS] = { s->skel->maps.ns_pkts, s->skel->maps.ns_sends,
 					  s->skel->maps.ns_recvs };
 	int fd = bpf_map__fd(s->skel->maps.ns_churn);
-	uint64_t before[NS_MAPS * 2], after[NS_MAPS * 2];
+	uint64_t before[NS_MAPS * 2], after[NS_MAPS * 2], swept;
 
 	for (int m = 0; m < NS_MAPS; m++) {
 		int64_t evicted;
@@ -459,7 +842,9 @@ static void lru_count(struct netstack_state *s)
 		percpu_counters_sum(fd, NS_MAPS * 2, before);
 		s->entries[m] = map_count(maps[m]);
 		percpu_counters_sum(fd, NS_MAPS * 2, after);
-		evicted = (int64_t)(before[NS_CHURN_INSERT(m)] - after[NS_CHURN_DELETE(m)] -
+		/* user space's deletes after a window, read after the count like the programs' */
+		swept = __atomic_load_n(&s->skel->bss->window_swept[m], __ATOMIC_RELAXED);
+		evicted = (int64_t)(before[NS_CHURN_INSERT(m)] - after[NS_CHURN_DELETE(m)] - swept -
 				    s->entries[m]);
 		if (evicted > (int64_t)s->evicted[m])
 			s->evicted[m] = (uint64_t)evicted;
@@ -470,8 +855,8 @@ static void netstack_health(struct plumb_module *m, struct module_health *h)
 {
 	struct netstack_state *s = m->priv;
 	static const char *const reasons[NS_LOST_REASONS] = {
-		"unmatched",	     "dropped",	       "hists_full",   "send_slots_full",
-		"socket_slots_full", "socket_storage", "socket_closed"
+		"unmatched",	     "dropped",	       "hists_full",	"send_slots_full",
+		"socket_slots_full", "socket_storage", "socket_closed", "window_edge_udp"
 	};
 	static const char *const maps[NS_MAPS] = { "ns_pkts", "ns_sends", "ns_recvs" };
 	static const char *const evicted[NS_MAPS] = { "ns_pkts_evicted", "ns_sends_evicted",
@@ -484,6 +869,8 @@ static void netstack_health(struct plumb_module *m, struct module_health *h)
 	percpu_counters_sum(bpf_map__fd(s->skel->maps.ns_lost), NS_LOST_REASONS, lost);
 	for (__u32 r = 0; r < NS_LOST_REASONS; r++)
 		health_add_lost(h, reasons[r], lost[r]);
+	health_add_lost(h, "window_edge",
+			__atomic_load_n(&s->skel->bss->window_edge, __ATOMIC_RELAXED));
 	health_add_map(h, "ns_hists", s->nseries, NETSTACK_HISTS_MAX);
 	if (!s->counted_ms || monotonic_ms() - s->counted_ms >= NETSTACK_COUNT_MS) {
 		lru_count(s);
@@ -612,6 +999,7 @@ static void netstack_unload(struct plumb_module *m)
 
 	if (!s)
 		return;
+	window_stop(s);
 	if (s->skel)
 		links_destroy_parallel((struct bpf_link **)&s->skel->links,
 				       sizeof(s->skel->links) / sizeof(struct bpf_link *));
@@ -700,8 +1088,9 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 	}
 	snprintf(m->choice, sizeof(m->choice),
 		 "sampled packets (1 in %u flows) followed by skb pointer from net_dev_queue to "
-		 "the application's copy",
-		 s->skel->rodata->sample_every);
+		 "the application's copy%s",
+		 s->skel->rodata->sample_every,
+		 cfg->netstack_window > 1 ? ", in a 1 s window of every period" : "");
 	/* --pin: the maps of the agent before, its programs still following packets in them */
 	err = adopt_maps(&s->adopt, cfg->pin, m->name, s->skel->skeleton, s->skel->maps.plumb_gate,
 			 &s->skel->rodata->plumb_generation, m->error, sizeof(m->error));
@@ -715,6 +1104,14 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 	}
 	s->steal = kernel_has(FEAT_STEAL);
 	steal_check(s, monotonic_ms());
+	if (s->skel->bss->window_closing) {
+		/*
+		 * --pin: the agent before stopped between its windows or in a drain (its .bss is
+		 * this one's): follow new packets again; what its sockets' slots hold is stale
+		 */
+		s->skel->bss->window_closing = 0;
+		s->skel->bss->window_gen++;
+	}
 	err = netstack_bpf__attach(s->skel);
 	if (!err && udp_on && cfg->cgroup_root) {
 		s->skel->links.ns_udp_release =
@@ -727,9 +1124,12 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 			 strerror(-err));
 		goto out_unload;
 	}
+	s->loaded_ns = monotonic_ns();
 	module_attach_settle(m, true);
 	/* the programs follow packets from here (with --pin: the old ones stop in this write) */
 	err = adopt_activate(&s->adopt, s->skel->maps.plumb_gate, m->error, sizeof(m->error));
+	if (!err && cfg->netstack_window > 1)
+		err = window_prepare(s, cfg->netstack_window, m->error, sizeof(m->error));
 	if (err)
 		goto out_unload;
 	m->adopted = s->adopt.adopted;
@@ -745,7 +1145,17 @@ out_unload:
 static int netstack_hand_over(struct plumb_module *m)
 {
 	struct netstack_state *s = m->priv;
+	uint64_t since = s->loaded_ns, until = monotonic_ns();
 
+	if (s->win) { /* the window open now, if any, so far */
+		pthread_mutex_lock(&s->win->lock);
+		since = s->win->open_since ? s->win->open_since : until;
+		until = s->win->closing_at ? s->win->closing_at : until;
+		pthread_mutex_unlock(&s->win->lock);
+	}
+	window_stop(s); /* the links as they are now are what is handed */
+	/* the time followed so far, for the next agent's count */
+	__atomic_add_fetch(&s->skel->bss->window_followed_ns, until - since, __ATOMIC_RELAXED);
 	return adopt_hand_over(&s->adopt, s->skel->skeleton);
 }
 

@@ -396,7 +396,7 @@ class Live:
         cleanup.add(lambda: sh("ip", "link", "del", dev, check=False))
         sh("ip", "addr", "add", "198.18.77.1/32", "dev", dev)
         sh("ip", "link", "set", dev, "up")
-        self.agent = Agent(cleanup)
+        self.agent = Agent(cleanup, "--netstack-window", "1")  # every interval judged
         self.instance = f"127.0.0.1:{self.agent.port}"
         self.prom = Prometheus(cleanup, self.agent.port, interval=SCRAPE)
         self.prom.wait_scrapes(2)

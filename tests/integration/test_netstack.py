@@ -377,6 +377,146 @@ for _ in range(int(sys.argv[2])):
 """
 
 
+# Sends argv[4] datagrams a second for argv[3] seconds (a sleep to each one's due time: no
+# drift), saying "go" as it starts; then prints how many.
+UDP_PACED = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+print("go", flush=True)
+rate, until, n = float(sys.argv[4]), time.monotonic() + float(sys.argv[3]), 0
+start = time.monotonic()
+while time.monotonic() < until:
+    s.sendto(b"x" * 200, (sys.argv[1], int(sys.argv[2])))
+    n += 1
+    time.sleep(max(0.0, start + n / rate - time.monotonic()))
+print(n)
+"""
+
+
+# Reads in bursts: everything queued, every 0.3 s, until 2 s pass without a datagram; prints
+# how many it read.
+UDP_BURSTY = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+print("ready", flush=True)
+s.setblocking(False)
+n, last = 0, None
+while last is None or time.monotonic() - last < 2:
+    time.sleep(0.3)
+    try:
+        while True:
+            s.recv(2048)
+            n += 1
+            last = time.monotonic()
+    except BlockingIOError:
+        pass
+print(n)
+"""
+
+
+def netstack_links(ids):
+    """How many links of the netstack programs with these ids are attached now; None when
+    bpftool failed (a link it listed went before it read it)."""
+    out = sh("bpftool", "-j", "link", "list", check=False)
+    if out.returncode:
+        return None
+    return sum(1 for link in json.loads(out.stdout or "[]") if link.get("prog_id") in ids)
+
+
+def test_windows(hosts, cleanup):
+    """--netstack-window 2: the programs attached 1 s of every 2 s and detached between
+    (bpftool's links, polled every 50 ms, show both); a UDP flow at a steady rate h1 -> h2
+    has as many samples (h1's qdisc) as it sent in the time the programs followed new packets
+    (plumb_netstack_followed_seconds_total), within 5% (the sender's pace); on 6.6+ (UDP's
+    protocol and socket stages) every datagram that passed protocol ends in socket or is
+    counted, exactly: the reader takes what is
+    queued every 0.3 s, so a window's last datagrams are read after its programs went
+    (window_edge_udp, counted at the socket's next sampled datagram or its close) and most
+    wait behind the socket's 8 slots (socket_slots_full); and none of those left at a
+    window's end is matched in a later one (no socket wait above 2^29 ns, 0.54 s: the windows
+    are 0.9 s or more apart); each window is one interval (plumb_netstack_windows_total)."""
+    h1, h2 = hosts.names[:2]
+    agent = Agent(cleanup, "--modules", "netstack", "--netstack-window", "2",
+                  wait_for_module=False)
+    settle(agent, lambda m: select(m, "plumb_module_up", module="netstack"), timeout=10)
+    progs = json.loads(sh("bpftool", "-j", "prog", "show").stdout)
+    ids = {p["id"] for p in progs if p.get("name", "").startswith("ns_")
+           and p.get("type") == "tracing"}
+    assert len(ids) >= 11, f"netstack's tracing programs: {sorted(ids)}"
+    port, rv = udp_receiver(hosts, cleanup, UDP_BURSTY)
+    keys = [("protocol", "eth0", h2), ("socket", "eth0", h2)]
+    udp = attached("sk_data_ready", "ns_data_ready")
+    reasons = ("window_edge_udp", "socket_slots_full", "socket_closed", "socket_storage",
+               "unmatched")
+    seconds, rate = (8, 200) if EMULATED else (8, 1000)
+    slow = {"component": "socket", "device": "eth0", "netns": h2, "le": "0.536870912"}
+
+    def socket_waits(m):
+        """h2's socket waits: all, and those of 2^29 ns or less."""
+        return (sum(select(m, "plumb_netstack_latency_seconds_count", component="socket",
+                           device="eth0", netns=h2).values()),
+                sum(select(m, "plumb_netstack_latency_seconds_bucket", **slow).values()))
+    m = agent.metrics()
+    before = series_totals(m)
+    lost0 = {r: value(m, "plumb_events_lost_total", module="netstack", reason=r)
+             for r in reasons}
+    windows0 = value(m, "plumb_netstack_windows_total")
+    waits0 = socket_waits(m)
+    seen, done = collections.Counter(), threading.Event()
+
+    def watch():
+        while not done.is_set():
+            seen[netstack_links(ids)] += 1
+            time.sleep(0.05)
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        sender = subprocess.Popen(["ip", "netns", "exec", h1, sys.executable, "-c", UDP_PACED,
+                                   hosts.addrs[1], str(port), str(seconds), str(rate)],
+                                  stdout=subprocess.PIPE, text=True)
+        cleanup.add(lambda: sender.poll() is None and (sender.kill(), sender.wait()))
+        assert sender.stdout.readline().strip() == "go"
+        followed0 = value(agent.metrics(), "plumb_netstack_followed_seconds_total")
+        sent = int(sender.stdout.readline())
+        sender.wait(10)
+        followed = value(agent.metrics(), "plumb_netstack_followed_seconds_total") - followed0
+    finally:
+        done.set()
+        watcher.join()
+    got = int(rv.communicate(timeout=30)[0].strip())  # the receiver exits 2 s after the last
+    time.sleep(2.5)  # the window after it: its interval closed
+    m = agent.metrics()
+    protocol, socket_, lost = udp_deltas(m, before, lost0, keys)
+    qdisc = series_totals(m).get(("qdisc", "eth0", h1), (0, 0))[0] - \
+        before.get(("qdisc", "eth0", h1), (0, 0))[0]
+    windows = value(m, "plumb_netstack_windows_total") - windows0
+    waits = [x - x0 for x, x0 in zip(socket_waits(m), waits0)]
+    expected = sent / seconds * followed
+    print(f"  links attached, by 50 ms polls: {dict(seen)}; {sent} datagrams sent, {got} "
+          f"read; followed {followed:.2f} s of the flow (expected {expected:.0f} samples); "
+          f"qdisc {qdisc:.0f}, protocol {protocol:.0f}, socket {socket_:.0f} ({waits[1]:.0f} within 0.54 s); "
+          f"lost {lost}; {windows:.0f} windows")
+    assert seen[0] and seen[len(ids)] and seen[None] < sum(seen.values()) / 2, \
+        f"attached counts seen (None: bpftool failed): {dict(seen)}"
+    assert 0.35 * seconds <= followed <= 0.65 * seconds, f"followed {followed:.2f} s"
+    assert windows >= seconds // 2 - 1, f"{windows:.0f} windows in {seconds + 3} s"
+    assert got == sent, f"{sent} sent, {got} read"
+    assert abs(qdisc - expected) <= 0.05 * expected, \
+        f"qdisc {qdisc:.0f} samples, {expected:.0f} sent while followed"
+    if not udp:  # not a pass of what follows: this kernel cannot show it, and says so
+        print("  NOT RUN: UDP's protocol and socket stages across windows: this kernel lacks "
+              "the sk_data_ready tracepoint (6.6)")
+        return
+    assert protocol == socket_ + lost["window_edge_udp"] + lost["socket_slots_full"] + \
+        lost["socket_closed"], f"protocol {protocol:.0f}, socket {socket_:.0f}, lost {lost}"
+    assert lost["window_edge_udp"] > 0, f"no datagram was left at a window's end: {lost}"
+    assert waits[0] == socket_ and waits[1] == waits[0], \
+        f"socket waits of h2's eth0 {waits[0]:.0f}, {waits[1]:.0f} of them within 0.54 s"
+    assert lost["unmatched"] == 0 and lost["socket_storage"] == 0, lost
+
+
 def icmp_sent(names):
     """ICMP and ICMPv6 messages the namespaces sent (OutMsgs): packets of their own, inserted
     beside a test's (h2's port unreachables for datagrams to its port 9, IPv6's neighbour
@@ -400,7 +540,8 @@ def test_evictions(hosts, cleanup):
     second, whose count could be 10 s old when the test began, a 6.1 guest counted 83 more
     than the held ones."""
     h1 = hosts.names[0]
-    agent = Agent(cleanup, "--modules", "netstack", wait_for_module=False)
+    agent = Agent(cleanup, "--modules", "netstack", "--netstack-window", "1",
+                  wait_for_module=False)
     deadline = time.time() + 15
     while "module netstack: up" not in agent.output() and time.time() < deadline:
         time.sleep(0.1)
@@ -514,8 +655,8 @@ def test_workloads(hosts, cleanup):
     components where the socket's process is known (the send, 6.18+, and the socket queue)
     carry its workload, the others none; the series go, from the kernel's map too, after the
     cgroup is removed and the grace period (2 s here) has passed."""
-    agent = Agent(cleanup, "--modules", "netstack", "--cgroup-grace", "2",
-                  wait_for_module=False)
+    agent = Agent(cleanup, "--modules", "netstack", "--netstack-window", "1",
+                  "--cgroup-grace", "2", wait_for_module=False)
     settle(agent, lambda m: select(m, "plumb_module_up", module="netstack"), timeout=10)
     tag, n = os.getpid() % 100000, 300
     send_dir, _ = make_cgroup(cleanup, f"plumbns{tag}/slurm/job_{tag}1")
@@ -710,7 +851,8 @@ def accuracy_once(hosts, cleanup, pod, script, send_on, messages=MESSAGES, stall
     cleanup.add(lambda: bt.poll() is None and (bt.kill(), bt.wait()))
     while not (line := bt.stdout.readline()).startswith("Attaching"):
         assert line and "ERROR" not in line or "RLIMIT_MEMLOCK" in line, f"bpftrace: {line}"
-    agent = Agent(cleanup, "--modules", "netstack", wait_for_module=False)
+    agent = Agent(cleanup, "--modules", "netstack", "--netstack-window", "1",
+                  wait_for_module=False)
     settle(agent, lambda m: select(m, "plumb_module_up", module="netstack"), timeout=10)
     port = free_port()
     rv = subprocess.Popen(["ip", "netns", "exec", hosts.names[pod], NETWORK, "recv", str(port),
@@ -815,8 +957,8 @@ def test_sampling(hosts, cleanup):
                              "while True:\n    c, _ = l.accept()\n"
                              "    while c.recv(65536):\n        pass\n    c.close()\n"])
     cleanup.add(lambda: sink.poll() is None and (sink.kill(), sink.wait()))
-    agents = {n: Agent(cleanup, "--modules", "netstack", "--netstack-sample", str(n),
-                       wait_for_module=False) for n in (1, 2)}
+    agents = {n: Agent(cleanup, "--modules", "netstack", "--netstack-window", "1",
+                       "--netstack-sample", str(n), wait_for_module=False) for n in (1, 2)}
     try:
         sampled_path(hosts, port, agents)
     finally:  # not left to the end: beside the scenarios' view they double its work
@@ -1364,7 +1506,8 @@ def main():
     try:
         hosts = Hosts(cleanup, 2)
         pod = hosts.wire_node(cleanup)
-        agent = Agent(cleanup, "--modules", "netstack", wait_for_module=False)
+        agent = Agent(cleanup, "--modules", "netstack", "--netstack-window", "1",
+                      wait_for_module=False)
         settle(agent, lambda m: select(m, "plumb_module_up", module="netstack"), timeout=10)
         assert "module netstack: up" in agent.output(), agent.output()
         runner.run("netstack: every component of a pod-to-pod TCP path", test_path, agent,
@@ -1390,6 +1533,8 @@ def main():
         # the receiver's socket stage 4 ms against 0.35: the slow reader only 3x that)
         agent.stop()
         runner.run("netstack: LRU evictions counted, exact", isolated, test_evictions, hosts)
+        runner.run("netstack: attach windows: detached between, samples of the time "
+                   "followed, every datagram accounted for", isolated, test_windows, hosts)
         runner.run("netstack: workloads of the send and socket components, and their removal",
                    isolated, test_workloads, hosts)
         runner.run("netstack: components sum to the end-to-end time, across two nodes",

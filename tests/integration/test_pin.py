@@ -282,7 +282,8 @@ def test_no_gap(cleanup):
     cleanup.add(lambda: sh("ip", "netns", "del", ns, check=False))
     sh("ip", "-n", ns, "link", "set", "lo", "up")
     port = free_port()
-    a = Agent(cleanup, "--pin", pin, "--modules", MODULES, port=port)
+    a = Agent(cleanup, "--pin", pin, "--modules", MODULES, "--netstack-window", "1",
+              port=port)
     net_port = free_port()
     server = subprocess.Popen([sys.executable, "-c", NET_SERVER, str(net_port)],
                               preexec_fn=in_cgroup(cg4), stdout=subprocess.PIPE, text=True)
@@ -314,7 +315,8 @@ def test_no_gap(cleanup):
     last = value(a.metrics(), "plumb_io_write_bytes_total", **sel)
     assert a.stop() == 0, "the first agent did not exit cleanly"
     stopped = time.monotonic()
-    b = Agent(cleanup, "--pin", pin, "--modules", MODULES, port=port)
+    b = Agent(cleanup, "--pin", pin, "--modules", MODULES, "--netstack-window", "1",
+              port=port)
     gap = time.monotonic() - stopped
     for mod in MODULES.split(","):
         assert f"{mod}: maps and counting taken over" in b.output(), b.output()[-2000:]

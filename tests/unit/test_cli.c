@@ -383,6 +383,7 @@ enum agent_field {
 	A_PIN = 1 << 15,
 	A_PIN_CAPACITY = 1 << 16,
 	A_WAIT_CAPACITY = 1 << 17,
+	A_NETSTACK_WINDOW = 1 << 18,
 	A_HOST = 1 << 11,
 	A_NETNS = 1 << 12,
 };
@@ -408,6 +409,7 @@ static void agent_defaults(struct agent_options *o)
 	o->flow_capacity = 131072;
 	o->flow_bytes = FLOW_BYTES_AUTO;
 	o->netstack_sample = PLUMB_DEFAULT_NETSTACK_SAMPLE;
+	o->netstack_window = PLUMB_DEFAULT_NETSTACK_WINDOW;
 	o->pin_capacity = PLUMB_DEFAULT_PIN_CAPACITY;
 	o->wait_capacity = PLUMB_DEFAULT_WAIT_CAPACITY;
 }
@@ -439,6 +441,8 @@ static void agent_want(const struct agent_case *c, struct agent_options *o)
 		o->flow_bytes = c->want.flow_bytes;
 	if (c->set & A_NETSTACK_SAMPLE)
 		o->netstack_sample = c->want.netstack_sample;
+	if (c->set & A_NETSTACK_WINDOW)
+		o->netstack_window = c->want.netstack_window;
 	if (c->set & A_SECCOMP)
 		o->seccomp = c->want.seccomp;
 	if (c->set & A_PIN)
@@ -455,15 +459,15 @@ static void agent_want(const struct agent_case *c, struct agent_options *o)
 
 static void agent_str(const struct agent_options *o, char *buf, size_t len)
 {
-	snprintf(
-		buf, len,
-		"addr=%s port=%u modules=%#x verbose=%d check=%d grace_s=%u io_capacity=%u "
-		"io_latency=%d io_latency_sample=%u flow_capacity=%u flow_bytes=%d host=%s "
-		"netns=%s netstack_sample=%u seccomp=%d pin=%.64s pin_capacity=%u wait_capacity=%u",
-		o->addr, o->port, o->modules, o->verbose, o->check, o->grace_s, o->io_capacity,
-		o->io_latency, o->io_latency_sample, o->flow_capacity, o->flow_bytes, o->host,
-		o->netns, o->netstack_sample, o->seccomp, o->pin, o->pin_capacity,
-		o->wait_capacity);
+	snprintf(buf, len,
+		 "addr=%s port=%u modules=%#x verbose=%d check=%d grace_s=%u io_capacity=%u "
+		 "io_latency=%d io_latency_sample=%u flow_capacity=%u flow_bytes=%d host=%s "
+		 "netns=%s netstack_sample=%u netstack_window=%u seccomp=%d pin=%.64s "
+		 "pin_capacity=%u wait_capacity=%u",
+		 o->addr, o->port, o->modules, o->verbose, o->check, o->grace_s, o->io_capacity,
+		 o->io_latency, o->io_latency_sample, o->flow_capacity, o->flow_bytes, o->host,
+		 o->netns, o->netstack_sample, o->netstack_window, o->seccomp, o->pin,
+		 o->pin_capacity, o->wait_capacity);
 }
 
 static void test_agent_defaults(void **state)
@@ -491,6 +495,8 @@ static void test_agent_defaults(void **state)
 	assert_int_equal(o.seccomp, SECCOMP_ENFORCE);
 	assert_string_equal(o.pin, "");
 	assert_int_equal(o.pin_capacity, PLUMB_DEFAULT_PIN_CAPACITY);
+	assert_int_equal(o.netstack_window, 20);
+	assert_int_equal(o.netstack_window, PLUMB_DEFAULT_NETSTACK_WINDOW);
 }
 
 static void test_agent_options(void **state)
@@ -529,6 +535,8 @@ static void test_agent_options(void **state)
 		{ { "--flow-bytes", "off" }, A_FLOW_BYTES, { .flow_bytes = FLOW_BYTES_OFF } },
 		{ { "--netstack-sample", "64" }, A_NETSTACK_SAMPLE, { .netstack_sample = 64 } },
 		{ { "--netstack-sample", "1" }, A_NETSTACK_SAMPLE, { .netstack_sample = 1 } },
+		{ { "--netstack-window", "1" }, A_NETSTACK_WINDOW, { .netstack_window = 1 } },
+		{ { "--netstack-window=3600" }, A_NETSTACK_WINDOW, { .netstack_window = 3600 } },
 		{ { "--seccomp", "log" }, A_SECCOMP, { .seccomp = SECCOMP_LOG } },
 		{ { "--seccomp=off" }, A_SECCOMP, { .seccomp = SECCOMP_OFF } },
 		{ { "--seccomp", "enforce" }, A_SECCOMP, { .seccomp = SECCOMP_ENFORCE } },
@@ -717,6 +725,9 @@ static void test_agent_errors(void **state)
 		{ { "--pin-capacity", "16777217" },
 		  ERROR_IS("--pin-capacity: '16777217' is not in 1024..16777216") },
 		{ { "--netstack-sample", "65537" }, ERROR_HAS("--netstack-sample: '65537'") },
+		{ { "--netstack-window", "0" },
+		  ERROR_IS("--netstack-window: '0' is not in 1..3600") },
+		{ { "--netstack-window", "10s" }, ERROR_HAS("--netstack-window: '10s'") },
 		{ { "--io-latency-sample", "3" },
 		  ERROR_IS("--io-latency-sample: '3' is not a power of two in 1..65536") },
 		{ { "--io-latency-sample", "0" }, ERROR_HAS("--io-latency-sample: '0'") },
