@@ -63,27 +63,31 @@ int window_tracepoint_event(const char *point)
 	return fd < 0 ? -errno : fd;
 }
 
-/* Waits until monotonic time t (ns) or stop; true when stopped. */
-static bool wait_until(struct attach_window *w, uint64_t t)
+bool window_wait_until(pthread_mutex_t *lock, pthread_cond_t *cond, const bool *stop, uint64_t t)
 {
 	struct timespec ts = { .tv_sec = (time_t)(t / 1000000000),
 			       .tv_nsec = (long)(t % 1000000000) };
-	bool stop;
+	bool stopped;
 
-	pthread_mutex_lock(&w->lock);
-	while (!w->stop && pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT)
+	pthread_mutex_lock(lock);
+	while (!*stop && pthread_cond_timedwait(cond, lock, &ts) != ETIMEDOUT)
 		;
-	stop = w->stop;
-	pthread_mutex_unlock(&w->lock);
-	return stop;
+	stopped = *stop;
+	pthread_mutex_unlock(lock);
+	return stopped;
 }
 
-static uint64_t next_random(struct attach_window *w)
+uint64_t window_random(uint64_t *state)
 {
-	w->rng ^= w->rng << 13;
-	w->rng ^= w->rng >> 7;
-	w->rng ^= w->rng << 17;
-	return w->rng;
+	*state ^= *state << 13;
+	*state ^= *state >> 7;
+	*state ^= *state << 17;
+	return *state;
+}
+
+static bool wait_until(struct attach_window *w, uint64_t t)
+{
+	return window_wait_until(&w->lock, &w->cond, &w->stop, t);
 }
 
 /*
@@ -155,7 +159,7 @@ static void *window_thread(void *arg)
 	bool warned = false;
 
 	for (;;) {
-		if (!window_run(w, period + next_random(w) % (slack + 1), &warned))
+		if (!window_run(w, period + window_random(&w->rng) % (slack + 1), &warned))
 			break;
 		period += w->period_ns;
 		/* behind by more than a period (a stopped process, slow closes): start afresh */

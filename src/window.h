@@ -17,6 +17,8 @@
  * windows are staggered 50 ms apart (src/window.c), each measured. The perf events stay, so
  * a window does not pay their free (another grace period, serialised).
  */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +50,15 @@ void attach_window_stats(struct attach_window *w, struct attach_window_stats *ou
  * programs; -errno when it cannot be opened.
  */
 int window_tracepoint_event(const char *point);
+
+/*
+ * For a window thread (this one's, netstack's): waits on cond, under lock, until monotonic
+ * time t (ns) or *stop; true when stopped (cond must use CLOCK_MONOTONIC).
+ */
+bool window_wait_until(pthread_mutex_t *lock, pthread_cond_t *cond, const bool *stop, uint64_t t);
+
+/* xorshift64 of *state (not 0): a window's random offset in its period. */
+uint64_t window_random(uint64_t *state);
 
 /* Ends the current window, stops the thread, closes the perf events. NULL is fine. */
 void attach_window_stop(struct attach_window *w);

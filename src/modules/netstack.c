@@ -28,6 +28,7 @@
 #include "log.h"
 #include "plumb.h"
 #include "probe.h"
+#include "window.h"
 #include "export/prom.h"
 #include "identity/cgroup.h"
 #include "identity/netns.h"
@@ -418,16 +419,7 @@ static void steal_check(struct netstack_state *s, uint64_t now)
 /* Waits until monotonic time t (ns) or stop; true when stopped. */
 static bool window_wait(struct netstack_window *w, uint64_t t)
 {
-	struct timespec ts = { .tv_sec = (time_t)(t / 1000000000),
-			       .tv_nsec = (long)(t % 1000000000) };
-	bool stop;
-
-	pthread_mutex_lock(&w->lock);
-	while (!w->stop && pthread_cond_timedwait(&w->cond, &w->lock, &ts) != ETIMEDOUT)
-		;
-	stop = w->stop;
-	pthread_mutex_unlock(&w->lock);
-	return stop;
+	return window_wait_until(&w->lock, &w->cond, &w->stop, t);
 }
 
 /* Waits until the tick has closed the last window's interval, or stop; true when stopped. */
@@ -501,7 +493,7 @@ static void window_close(struct netstack_window *w)
 	struct bpf_map *maps[NS_MAPS] = { w->skel->maps.ns_pkts, w->skel->maps.ns_sends,
 					  w->skel->maps.ns_recvs };
 	struct netstack_bpf__bss *bss = w->skel->bss;
-	uint64_t edge = 0, followed, t0 = monotonic_ns(), t1;
+	uint64_t edge = 0, followed, from, t0 = monotonic_ns(), t1;
 
 	window_detach(w);
 	t1 = monotonic_ns();
@@ -518,15 +510,17 @@ static void window_close(struct netstack_window *w)
 	}
 	pthread_mutex_lock(&w->lock);
 	followed = w->closing_at - w->open_since;
+	from = w->open_since;
 	w->last_ns = followed;
 	w->open_since = w->closing_at = 0;
 	pthread_mutex_unlock(&w->lock);
 	__atomic_add_fetch(&bss->window_edge, edge, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&bss->window_followed_ns, followed, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&bss->window_ended, 1, __ATOMIC_RELAXED); /* last: the tick's cue */
-	pr_debug("netstack: window of %.3f s ended: detached in %.1f ms, maps emptied in %.1f ms "
-		 "(%llu samples on their way)\n",
-		 followed / 1e9, (t1 - t0) / 1e6, (monotonic_ns() - t1) / 1e6,
+	/* the span in CLOCK_MONOTONIC seconds: test_netstack's ground truth reads it */
+	pr_debug("netstack: window followed new packets from %.6f to %.6f s; detached in %.1f "
+		 "ms, maps emptied in %.1f ms (%llu samples on their way)\n",
+		 from / 1e9, (from + followed) / 1e9, (t1 - t0) / 1e6, (monotonic_ns() - t1) / 1e6,
 		 (unsigned long long)edge);
 }
 
@@ -565,14 +559,6 @@ static bool window_open(struct netstack_window *w, bool *warned)
 	return true;
 }
 
-static uint64_t window_random(struct netstack_window *w)
-{
-	w->rng ^= w->rng << 13;
-	w->rng ^= w->rng >> 7;
-	w->rng ^= w->rng << 17;
-	return w->rng;
-}
-
 /*
  * Each period's window starts at a random offset in it (a workload that repeats on the
  * period's beat is not always seen at the same phase); the first is the load's attach.
@@ -603,7 +589,8 @@ static void *window_thread(void *arg)
 		/* behind by more than a period (a stopped process): start afresh */
 		if (monotonic_ns() > period + slack)
 			period = monotonic_ns();
-		if (window_wait_taken(w) || window_wait(w, period + window_random(w) % (slack + 1)))
+		if (window_wait_taken(w) ||
+		    window_wait(w, period + window_random(&w->rng) % (slack + 1)))
 			break;
 		open = window_open(w, &warned);
 		pthread_mutex_lock(&w->lock);
