@@ -23,6 +23,7 @@ struct attach_window {
 	pthread_mutex_t lock; /* stop and stats */
 	pthread_cond_t cond; /* stop was set */
 	bool stop;
+	bool started; /* the thread (attach_window_run) */
 	size_t n;
 	int *prog_fds, *perf_fds;
 	uint64_t window_ns, period_ns, rng;
@@ -180,13 +181,12 @@ static void window_free(struct attach_window *w)
 	free(w);
 }
 
-struct attach_window *attach_window_start(const int *prog_fds, const char *const *points, size_t n,
-					  uint64_t window_ns, uint64_t period_ns, char *err,
-					  size_t errlen)
+struct attach_window *attach_window_open(const int *prog_fds, const char *const *points, size_t n,
+					 uint64_t window_ns, uint64_t period_ns, char *err,
+					 size_t errlen)
 {
 	struct attach_window *w = calloc(1, sizeof(*w));
 	pthread_condattr_t attr;
-	int rc;
 
 	if (!w || !n || n > WINDOW_MAX_PROGRAMS || !window_ns ||
 	    window_ns + n * WINDOW_STAGGER_NS > period_ns) {
@@ -224,12 +224,33 @@ struct attach_window *attach_window_start(const int *prog_fds, const char *const
 	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
 	pthread_cond_init(&w->cond, &attr);
 	pthread_condattr_destroy(&attr);
+	return w;
+}
+
+int attach_window_run(struct attach_window *w, char *err, size_t errlen)
+{
+	int rc;
+
+	if (w->started)
+		return 0;
 	rc = pthread_create(&w->thread, NULL, window_thread, w);
 	if (rc) {
 		snprintf(err, errlen, "latency window: cannot start a thread: %s", strerror(rc));
-		pthread_cond_destroy(&w->cond);
-		pthread_mutex_destroy(&w->lock);
-		window_free(w);
+		return -rc;
+	}
+	w->started = true;
+	return 0;
+}
+
+struct attach_window *attach_window_start(const int *prog_fds, const char *const *points, size_t n,
+					  uint64_t window_ns, uint64_t period_ns, char *err,
+					  size_t errlen)
+{
+	struct attach_window *w =
+		attach_window_open(prog_fds, points, n, window_ns, period_ns, err, errlen);
+
+	if (w && attach_window_run(w, err, errlen)) {
+		attach_window_stop(w);
 		return NULL;
 	}
 	return w;
@@ -250,7 +271,8 @@ void attach_window_stop(struct attach_window *w)
 	w->stop = true;
 	pthread_cond_signal(&w->cond);
 	pthread_mutex_unlock(&w->lock);
-	pthread_join(w->thread, NULL);
+	if (w->started)
+		pthread_join(w->thread, NULL);
 	pthread_cond_destroy(&w->cond);
 	pthread_mutex_destroy(&w->lock);
 	window_free(w);

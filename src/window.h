@@ -34,11 +34,22 @@ struct attach_window_stats {
 };
 
 /*
- * Opens a perf event for each of n tracepoints ("category/event") and starts the thread:
- * from now on, in each period of period_ns, each of the programs prog_fds[0..n) is attached
- * for window_ns, from a random offset (n * 50 ms + window_ns must fit in the period). NULL
- * with err on failure (nothing left open).
+ * Opens a perf event for each of n tracepoints ("category/event"): the windows, not yet
+ * running. From attach_window_run on, in each period of period_ns, each of the programs
+ * prog_fds[0..n) is attached for window_ns, from a random offset (n * 50 ms + window_ns must
+ * fit in the period). NULL with err on failure (nothing left open).
  */
+struct attach_window *attach_window_open(const int *prog_fds, const char *const *points, size_t n,
+					 uint64_t window_ns, uint64_t period_ns, char *err,
+					 size_t errlen);
+
+/*
+ * Starts the windows' thread (once; 0 when it runs). A thread keeps the capabilities it was
+ * started with, so the agent calls this after dropping them (its first tick), not at load.
+ */
+int attach_window_run(struct attach_window *w, char *err, size_t errlen);
+
+/* attach_window_open and attach_window_run at once (bench/hotpath.c). */
 struct attach_window *attach_window_start(const int *prog_fds, const char *const *points, size_t n,
 					  uint64_t window_ns, uint64_t period_ns, char *err,
 					  size_t errlen);

@@ -101,6 +101,7 @@ struct io_state {
 	uint64_t window_ns, period_ns;
 	const char *windowed[WINDOW_MAX_PROGRAMS]; /* their syscalls' names, in window order */
 	size_t nwindowed;
+	bool window_warned; /* the windows' thread could not start (said once) */
 };
 
 static int key_cmp(const void *a, const void *b)
@@ -420,7 +421,12 @@ static int io_tick(struct plumb_module *m)
 	uint64_t now = monotonic_ms(), last_id = 0;
 	int check = now - s->last_expiry_ms >= IO_EXPIRY_CHECK_MS, exists = 1;
 	size_t n;
+	char err[160];
 
+	if (s->windows && attach_window_run(s->windows, err, sizeof(err)) && !s->window_warned) {
+		pr_warn("io: %s (no latency until it starts; tried again each tick)\n", err);
+		s->window_warned = true;
+	}
 	/* path events wait in the ring buffer while a new mount is not in the tables yet */
 	if (mount_cache_fresh(s->mounts))
 		ring_buffer__consume(s->events);
@@ -904,8 +910,12 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 	return 0;
 }
 
-/* The read/write enter programs io_choose() left to the windows, attached in each from now. */
-static int io_windows_start(struct io_state *s, char *err, size_t errlen)
+/*
+ * The read/write enter programs io_choose() left to the windows: their perf events, opened
+ * now; the windows start at the first tick (io_tick), after the agent has dropped its
+ * capabilities, which a thread keeps from its start.
+ */
+static int io_windows_open(struct io_state *s, char *err, size_t errlen)
 {
 	const char *points[WINDOW_MAX_PROGRAMS];
 	int fds[WINDOW_MAX_PROGRAMS];
@@ -921,7 +931,7 @@ static int io_windows_start(struct io_state *s, char *err, size_t errlen)
 		s->windowed[n++] = strchr(bpf_program__name(prog), '_') + 1;
 	}
 	s->nwindowed = n;
-	s->windows = attach_window_start(fds, points, n, s->window_ns, s->period_ns, err, errlen);
+	s->windows = attach_window_open(fds, points, n, s->window_ns, s->period_ns, err, errlen);
 	return s->windows ? 0 : -EINVAL;
 }
 
@@ -1011,7 +1021,7 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 		goto out_unload;
 	m->adopted = s->adopt.adopted;
 	if (s->period_ns) {
-		err = io_windows_start(s, m->error, sizeof(m->error));
+		err = io_windows_open(s, m->error, sizeof(m->error));
 		if (err)
 			goto out_unload;
 	}

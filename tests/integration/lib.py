@@ -213,6 +213,35 @@ def refused_syscalls(pid, since):
                    if m and float(m.group(1)) >= since - 1})
 
 
+# What the running agent keeps (src/privileges.c, docs/security.md): CAP_DAC_READ_SEARCH (2),
+# CAP_SYS_PTRACE (19), CAP_SYS_ADMIN (21), CAP_PERFMON (38), CAP_BPF (39).
+KEPT_CAPS = (1 << 2) | (1 << 19) | (1 << 21) | (1 << 38) | (1 << 39)
+
+
+def assert_privileges_dropped(pid):
+    """Every thread of the agent pid holds only the kept capabilities (effective, permitted,
+    bounding; nothing inheritable or ambient), no_new_privs and the seccomp filter; the
+    thread names seen."""
+    names = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                st = dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+        except FileNotFoundError:
+            continue  # a thread that ended since (netns_run's, at a tick)
+        names.append(st.get("Name"))
+        for field, want in (("CapEff", KEPT_CAPS), ("CapPrm", KEPT_CAPS), ("CapBnd", KEPT_CAPS),
+                            ("CapInh", 0), ("CapAmb", 0)):
+            got = int(st[field], 16)
+            assert got == want, f"thread {tid} {st.get('Name')}: {field} {got:#x}, want " \
+                f"{want:#x} (extra: {got & ~want:#x})"
+        assert st["NoNewPrivs"].strip() == "1", f"thread {tid}: NoNewPrivs {st['NoNewPrivs']}"
+        # 2: a seccomp filter (src/sandbox.c; tests/unit/test_sandbox.c shows what it refuses)
+        assert st["Seccomp"].strip() == "2" and int(st["Seccomp_filters"]) >= 1, \
+            f"thread {tid}: Seccomp {st['Seccomp']}, filters {st.get('Seccomp_filters')}"
+    return names
+
+
 LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 

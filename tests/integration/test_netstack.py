@@ -22,9 +22,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (EMULATED, PLUMB, Agent, Cleanup, Hosts, Runner, Void, attempts,  # noqa: E402
-                 free_port, make_cgroup, require_root, select, settle, sh, steal_seconds,
-                 value)
+from lib import (EMULATED, PLUMB, Agent, Cleanup, Hosts, Runner, Void,  # noqa: E402
+                 assert_privileges_dropped, attempts, free_port, make_cgroup, require_root,
+                 select, settle, sh, steal_seconds, value)
 
 # bytes/s: the tbf rate, 8mbit, and the UDP flow that saturates it. Emulated guests get a
 # quarter: with a second guest beside it a guest's sender could not keep the queue full at
@@ -513,6 +513,8 @@ def test_windows(hosts, cleanup):
     assert got == sent, f"{sent} sent, {got} read"
     assert during and abs(followed - in_spans) <= (0.3 if EMULATED else 0.1), \
         f"followed {followed:.2f} s, the windows' spans {in_spans:.2f} s: {during}"
+    # the window thread, running now, started after the capabilities went (the first tick)
+    assert_privileges_dropped(agent.proc.pid)
     assert abs(qdisc - expected) <= 2 * len(during), \
         f"qdisc {qdisc:.0f} samples, {expected} sent while followed ({len(during)} windows)"
     if not udp:  # not a pass of what follows: this kernel cannot show it, and says so
