@@ -18,13 +18,21 @@ bridge in a third; traffic never leaves the machine.
   per-event cost: bpf_stats run time / run count of each program under iperf3
 
 PLUMB_BENCH_PAIRS (default 5) pairs of PLUMB_BENCH_RUNTIME (default 8) seconds each (the
-windowed cases: their periods, as above).
+windowed cases: their periods, as above). The default's two cases have
+PLUMB_BENCH_WINDOW_PAIRS (default 10) pairs and the 95% interval of the geometric mean of
+their ratios: sockperf's p50 jumps between about 15 and 17.5 us from one run to the next
+with or without plumb (where the scheduler puts its two threads), which five pairs cannot
+tell from a 2% cost (session 34: 1.046 by five pairs; twelve pairs of 20 s: 0.991, 95%
+0.943-0.998). Their agents run with -v: its log gives each window's attach and detach
+(CLOCK_MONOTONIC), so the share of each B run with the programs attached is measured and
+reported beside the ratio (the agent's long-run share is (1 s + the 0.1 s drain) / N).
 """
 
 import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -39,6 +47,7 @@ from lib import Agent, Cleanup, Hosts, free_port  # noqa: E402
 BUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build")
 RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "8"))
 PAIRS = int(os.environ.get("PLUMB_BENCH_PAIRS", "5"))
+WINDOW_PAIRS = int(os.environ.get("PLUMB_BENCH_WINDOW_PAIRS", "10"))
 DEFAULT_WINDOW = 20  # src/cli.h's PLUMB_DEFAULT_NETSTACK_WINDOW
 PROGRAMS = ("ns_sendmsg", "ns_queue", "ns_start_xmit", "ns_xmit", "ns_rx", "ns_gro",
             "ns_softirq", "ns_receive", "ns_probe", "ns_copy", "ns_data_ready",
@@ -112,6 +121,50 @@ def agent_off(c):
     c.run()
 
 
+class Windowed:
+    """B's agent with windows of every `every` s and -v; run(fn) times each run, and off()
+    reads from the agent's log how much of a B run its programs were attached (the first
+    window's attach is the load's, before the run; a window still open at the stop counts to
+    the run's end)."""
+    OPENED = re.compile(r"window opened: attaching from ([0-9.]+) s")
+    CLOSED = re.compile(r"window followed new packets from [0-9.]+ to [0-9.]+ s; "
+                        r"detached at ([0-9.]+) s")
+
+    def __init__(self, every):
+        self.every, self.agent, self.span, self.shares = every, None, None, []
+
+    def on(self):
+        c = Cleanup()
+        self.agent = Agent(c, "--modules", "netstack", "--netstack-window", str(self.every),
+                           "-v", wait_for_module=False)
+        time.sleep(0.5)
+        return c
+
+    def run(self, fn):
+        def timed():
+            t0 = time.monotonic()
+            v = fn()
+            if self.agent:
+                self.span = (t0, time.monotonic())
+            return v
+        return timed
+
+    def off(self, c):
+        c.run()
+        out = self.agent.output()
+        opened = [float(x) for x in self.OPENED.findall(out)]
+        closed = [float(x) for x in self.CLOSED.findall(out)]
+        t0, t1 = self.span
+        attached = sum(max(0.0, min(b, t1) - max(a, t0))
+                       for a, b in zip([float("-inf")] + opened, closed + [float("inf")]))
+        self.shares.append(attached / (t1 - t0))
+        self.agent = self.span = None
+
+    def share(self):
+        """The B runs' attached share: median, min, max."""
+        return statistics.median(self.shares), min(self.shares), max(self.shares)
+
+
 def per_event(path):
     """ns per run of each program under iperf3, kernel.bpf_stats_enabled=1; and packets."""
     old = subprocess.run(["sysctl", "-n", "kernel.bpf_stats_enabled"], check=True,
@@ -144,7 +197,8 @@ def main():
     cleanup = Cleanup()
     bench = Bench("netstack", "Overhead of plumb's netstack module: iperf3 and sockperf across "
                   "a veth and bridge path",
-                  f"""{PAIRS} pairs of {RUNTIME} s runs per case, each pair without (A) and with
+                  f"""{PAIRS} pairs of {RUNTIME} s runs per case ({WINDOW_PAIRS} for the default's two), each pair
+without (A) and with
 (B) `plumb agent --modules netstack` started for that run, order alternating. Path: network
 namespace h1 -> veth -> bridge (its own namespace) -> veth -> h2. iperf3: one TCP flow,
 Gbit/s received. sockperf: TCP ping-pong, 64-byte messages, p50 round trip in us. Targets
@@ -161,19 +215,21 @@ with --netstack-window 1 have the programs attached throughout.""")
         path.iperf()  # warm-up, not measured
         windowed = []
         for n, metrics in ((DEFAULT_WINDOW, (path.iperf, path.sockperf)), (10, (path.iperf,))):
+            default = n == DEFAULT_WINDOW
             label = (f"the default: every flow followed, a 1 s window of every {n} s"
-                     if n == DEFAULT_WINDOW else
-                     f"every flow followed, a 1 s window of every {n} s")
-            run = 2 * n if n == DEFAULT_WINDOW else 3 * n
+                     if default else f"every flow followed, a 1 s window of every {n} s")
+            run = 2 * n if default else 3 * n
+            pairs = WINDOW_PAIRS if default else PAIRS
+            w = Windowed(n)
             got = [bench.compare(f"iperf3 TCP h1 -> h2, {label} ({run} s runs)",
-                                 lambda run=run: path.iperf(run), "Gbit/s",
-                                 agent_on("--netstack-window", str(n)), agent_off, PAIRS)]
+                                 w.run(lambda run=run: path.iperf(run)), "Gbit/s", w.on,
+                                 w.off, pairs, interval=default)]
             if len(metrics) > 1:
                 got.append(bench.compare(f"sockperf TCP ping-pong p50, {label} ({run} s runs)",
-                                         lambda run=run: path.sockperf(run), "us",
-                                         agent_on("--netstack-window", str(n)), agent_off,
-                                         PAIRS, higher_is_better=False))
-            windowed.append((n, got))
+                                         w.run(lambda run=run: path.sockperf(run)), "us",
+                                         w.on, w.off, pairs, higher_is_better=False,
+                                         interval=default))
+            windowed.append((n, got, w.share()))
         results = {}
         for label, args in (("always attached, full sampling (every flow followed)",
                              ["--netstack-window", "1", "--netstack-sample", "1"]),
@@ -200,14 +256,17 @@ with --netstack-window 1 have the programs attached throughout.""")
                                                path.iperf, "Gbit/s",
                                                lambda cmd=cmd: hold_on(cmd), hold_off, PAIRS)))
         lines = []
-        for n, got in windowed:
+        for n, got, (share, lo, hi) in windowed:
             verdict = (f"throughput ratio {got[0]:.3f} (target >= 0.98: "
                        f"{'met' if got[0] >= 0.98 else '**not met**'})")
             if len(got) > 1:
                 verdict += (f", p50 latency ratio {got[1]:.3f} (target <= 1.02: "
                             f"{'met' if got[1] <= 1.02 else '**not met**'})")
             lines.append(f"- a 1 s window of every {n} s"
-                         f"{' (the default)' if n == DEFAULT_WINDOW else ''}: {verdict}")
+                         f"{' (the default)' if n == DEFAULT_WINDOW else ''}: {verdict}; the "
+                         f"programs attached {100 * share:.1f}% of each run with plumb (median; "
+                         f"{100 * lo:.1f}-{100 * hi:.1f}%; the long run's "
+                         f"{100 * 1.1 / n:.1f}%)")
         for label, (tput, lat) in results.items():
             lines.append(f"- {label}: throughput ratio {tput:.3f}, p50 latency ratio {lat:.3f}")
         (f_t, f_l), (u_t, u_l), _ = results.values()
