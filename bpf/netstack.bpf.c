@@ -130,6 +130,9 @@ __u64 window_ended = 0; /* windows ended: programs detached, maps emptied */
 __u64 window_failed = 0; /* windows whose programs could not all be attached */
 __u64 window_edge = 0; /* samples on their way in the maps emptied after a window */
 __u64 window_swept[NS_MAPS] = {}; /* entries user space deleted: no program counted them */
+/* --pin: when the agent before handed over while its programs followed new packets (they go
+ * on until the next agent's attach, which counts that time as followed); 0 when not */
+__u64 window_handed_at = 0;
 
 /*
  * Where receive processing stands on a CPU. Each start carries the CPU's hypervisor steal at
@@ -1061,6 +1064,12 @@ static __always_inline struct sk_buff *udp_claim_own(struct sock *sk, struct udp
 	found = pkt_find(skb, true, now);
 	if (!found || found->stage != NS_ST_RECEIVE)
 		return NULL;
+	/*
+	 * A datagram read already is this socket's by its port only: one to a same-port socket
+	 * of another namespace (this CPU's last received, never queued here) is not
+	 */
+	if (found->netns != sk->__sk_common.skc_net.net->ns.inum)
+		return NULL;
 	*p = *found;
 	if (bpf_map_delete_elem(&ns_pkts, &key))
 		return NULL; /* another CPU's udp_claim took it */
@@ -1293,11 +1302,17 @@ int BPF_PROG(ns_copy, struct sk_buff *skb, int len)
 SEC("tp_btf/kfree_skb")
 int BPF_PROG(ns_kfree, struct sk_buff *skb)
 {
+	struct netstack_cpu *cpu;
 	__u64 key = (__u64)skb;
+	__u32 zero = 0;
 
 	if (!followed(skb) || !bpf_map_lookup_elem(&ns_pkts, &key))
 		return 0;
 	count_lost(NS_LOST_DROPPED);
 	lru_delete(&ns_pkts, NS_MAP_PKTS, &key);
+	/* a datagram dropped before its socket's queue: no sk_data_ready will take it */
+	cpu = bpf_map_lookup_elem(&ns_cpu, &zero);
+	if (cpu && cpu->rx_skb == key)
+		cpu->rx_skb = 0;
 	return 0;
 }

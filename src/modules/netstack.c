@@ -531,7 +531,7 @@ static void window_close(struct netstack_window *w)
 static bool window_open(struct netstack_window *w, bool *warned)
 {
 	struct netstack_bpf__bss *bss = w->skel->bss;
-	uint64_t t0 = monotonic_ns();
+	uint64_t t0 = monotonic_ns(), since;
 	size_t i;
 	int err = 0;
 
@@ -551,12 +551,13 @@ static bool window_open(struct netstack_window *w, bool *warned)
 		return false;
 	}
 	pthread_mutex_lock(&w->lock);
-	w->open_since = monotonic_ns();
+	w->open_since = since = monotonic_ns();
 	pthread_mutex_unlock(&w->lock);
 	__atomic_store_n(&bss->window_closing, 0, __ATOMIC_RELAXED);
-	/* CLOCK_MONOTONIC: bench/netstack.py's attached share reads it, and the close's line */
-	pr_debug("netstack: window opened: attaching from %.6f s, %zu programs in %.1f ms\n",
-		 t0 / 1e9, w->n, (monotonic_ns() - t0) / 1e6);
+	/* CLOCK_MONOTONIC: bench/netstack.py's attached share reads it, test_pin the second */
+	pr_debug("netstack: window opened: attaching from %.6f s, %zu programs in %.1f ms; "
+		 "following new packets from %.6f s\n",
+		 t0 / 1e9, w->n, (since - t0) / 1e6, since / 1e9);
 	return true;
 }
 
@@ -1113,6 +1114,13 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 		goto out_unload;
 	}
 	s->loaded_ns = monotonic_ns();
+	if (s->skel->bss->window_handed_at) {
+		/* --pin: the agent before's programs followed new packets until this attach */
+		s->skel->bss->window_followed_ns += s->loaded_ns - s->skel->bss->window_handed_at;
+		pr_debug("netstack: followed new packets from the hand-over at %.6f s to %.6f s\n",
+			 s->skel->bss->window_handed_at / 1e9, s->loaded_ns / 1e9);
+		s->skel->bss->window_handed_at = 0;
+	}
 	module_attach_settle(m, true);
 	/* the programs follow packets from here (with --pin: the old ones stop in this write) */
 	err = adopt_activate(&s->adopt, s->skel->maps.plumb_gate, m->error, sizeof(m->error));
@@ -1134,16 +1142,22 @@ static int netstack_hand_over(struct plumb_module *m)
 {
 	struct netstack_state *s = m->priv;
 	uint64_t since = s->loaded_ns, until = monotonic_ns();
+	bool following = true;
 
 	if (s->win) { /* the window open now, if any, so far */
 		pthread_mutex_lock(&s->win->lock);
+		following = s->win->open_since && !s->win->closing_at;
 		since = s->win->open_since ? s->win->open_since : until;
 		until = s->win->closing_at ? s->win->closing_at : until;
 		pthread_mutex_unlock(&s->win->lock);
 	}
 	window_stop(s); /* the links as they are now are what is handed */
-	/* the time followed so far, for the next agent's count */
+	/* the time followed so far, for the next agent's count; and from when they go on */
 	__atomic_add_fetch(&s->skel->bss->window_followed_ns, until - since, __ATOMIC_RELAXED);
+	s->skel->bss->window_handed_at = following ? until : 0;
+	pr_debug("netstack: handed over at %.6f s, %s\n", until / 1e9,
+		 following ? "following new packets (until the next agent's attach)" :
+			     "between windows");
 	return adopt_hand_over(&s->adopt, s->skel->skeleton);
 }
 

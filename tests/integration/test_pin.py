@@ -11,16 +11,18 @@ io module's maps and links are taken over by the next agent.
 """
 # plumb-module: io
 
+import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (IOWORK, PLUMB, Agent, Cleanup, Prometheus, Runner, free_port,  # noqa: E402
-                 iowork, loop_device, make_cgroup, mount_tmpfs, require_root, select, sh,
-                 umount, value)
+from lib import (EMULATED, IOWORK, PLUMB, Agent, Cleanup, Prometheus, Runner,  # noqa: E402
+                 free_port, iowork, loop_device, make_cgroup, mount_tmpfs, require_root,
+                 select, sh, umount, value)
 
 MIB = 1 << 20
 COUNTERS = '{__name__=~"plumb_.+(_total|_bucket|_count|_sum)"}'
@@ -394,6 +396,136 @@ def test_no_gap(cleanup):
     assert b.stop() == 0
 
 
+# Datagrams to itself through lo at 500/s until the file argv[1] exists; prints each send's
+# time (CLOCK_MONOTONIC) as JSON.
+PACED_LOOP = """
+import json, os, socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 0))
+sent, start = [], time.monotonic()
+while not os.path.exists(sys.argv[1]):
+    sent.append(time.monotonic())
+    s.sendto(b"w" * 100, s.getsockname())
+    s.recv(65536)
+    time.sleep(max(0.0, start + len(sent) / 500 - time.monotonic()))
+print(json.dumps(sent), flush=True)
+"""
+
+# the netstack module's -v lines (src/modules/netstack.c), times in CLOCK_MONOTONIC seconds
+SPAN = re.compile(r"window followed new packets from ([0-9.]+) to ([0-9.]+) s")
+OPENED = re.compile(r"window opened: .* following new packets from ([0-9.]+) s")
+HANDED = re.compile(r"netstack: handed over at ([0-9.]+) s, following new packets")
+RESUMED = re.compile(r"followed new packets from the hand-over at ([0-9.]+) s to ([0-9.]+) s")
+
+
+def windows_state(agent):
+    """An agent's closed windows' spans and whether one is open now (the first window, the
+    load's, has no "opened" line)."""
+    out = agent.output()
+    spans = [(float(a), float(b)) for a, b in SPAN.findall(out)]
+    opened = [float(x) for x in OPENED.findall(out)]
+    return spans, opened, len(opened) == len(spans)
+
+
+def test_windows_restart(cleanup):
+    """--netstack-window 2 and --pin, the first agent stopped inside a window: its programs,
+    pinned, follow new packets until the second agent attaches, and that time counts as
+    followed; the windows' counts go on from where they were. Ground truth: datagrams through
+    a namespace's lo at 500/s, each send's time known; the agents' -v logs give every span
+    in which new packets were followed (the first agent's last window joined to the second
+    one's first by the hand-over). lo's qdisc samples = the datagrams sent inside those
+    spans, within 2 a window (a send's way to the queue across an edge), and
+    plumb_netstack_followed_seconds_total grows by the spans' time between two scrapes."""
+    base, pin, _ = scene(cleanup, "plumb-pin-win-", 8)
+    stop = os.path.join(base, "stop")
+    cleanup.add(lambda: os.path.exists(stop) and os.unlink(stop))
+    ns = f"plumb-pin-win-{os.getpid()}"
+    sh("ip", "netns", "add", ns)
+    cleanup.add(lambda: sh("ip", "netns", "del", ns, check=False))
+    sh("ip", "-n", ns, "link", "set", "lo", "up")
+    port = free_port()
+    args = ("--pin", pin, "--modules", "netstack", "--netstack-window", "2", "-v")
+    a = Agent(cleanup, *args, port=port, wait_for_module=False)
+    deadline = time.time() + (60 if EMULATED else 10)
+    while "module netstack: up" not in a.output():
+        assert time.time() < deadline, a.output()[-2000:]
+        time.sleep(0.1)
+
+    def scrape(agent):
+        t = time.monotonic()
+        m = agent.metrics()
+        return m, (t + time.monotonic()) / 2
+
+    def queued(m):
+        return sum(select(m, "plumb_netstack_latency_seconds_count", component="qdisc",
+                          device="lo", netns=ns).values())
+    m0, t0 = scrape(a)
+    followed0 = value(m0, "plumb_netstack_followed_seconds_total")
+    queued0 = queued(m0)
+    loop = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", PACED_LOOP, stop],
+                            stdout=subprocess.PIPE, text=True)
+    cleanup.add(lambda: loop.poll() is None and (loop.kill(), loop.wait()))
+    # stop the first agent 0.3 s into its third window (its programs following)
+    deadline = time.time() + (60 if EMULATED else 15)
+    while True:
+        spans, opened, now_open = windows_state(a)
+        if len(opened) >= 2 and now_open:
+            break
+        assert time.time() < deadline, a.output()[-2000:]
+        time.sleep(0.05)
+    time.sleep(0.3)
+    m_a, _ = scrape(a)
+    assert a.stop() == 0, "the first agent did not exit cleanly"
+    b = Agent(cleanup, *args, port=port, wait_for_module=False)
+    deadline = time.time() + (60 if EMULATED else 10)
+    while "module netstack: up" not in b.output():
+        assert time.time() < deadline, b.output()[-2000:]
+        time.sleep(0.1)
+    assert "netstack: maps and counting taken over" in b.output(), b.output()[-2000:]
+    m_b, _ = scrape(b)
+    for name in ("plumb_netstack_followed_seconds_total", "plumb_netstack_windows_total"):
+        assert value(m_b, name) >= value(m_a, name), \
+            f"{name}: {value(m_a, name)} before the restart, {value(m_b, name)} after"
+    while len(windows_state(b)[0]) < 3:  # the load's window and two more
+        assert time.time() < deadline + 10 * (6 if EMULATED else 1), b.output()[-2000:]
+        time.sleep(0.1)
+    open(stop, "w").close()
+    times = json.loads(loop.communicate(timeout=10)[0])
+    # a window after the last send has closed: every datagram has left lo's queue
+    last, deadline = len(windows_state(b)[0]), time.time() + (30 if EMULATED else 5)
+    while len(windows_state(b)[0]) <= last:
+        assert time.time() < deadline, b.output()[-2000:]
+        time.sleep(0.1)
+    m1, t1 = scrape(b)
+    spans_a, opened_a, _ = windows_state(a)
+    spans_b, _, open_b = windows_state(b)
+    handed = [float(x) for x in HANDED.findall(a.output())]
+    resumed = [(float(x), float(y)) for x, y in RESUMED.findall(b.output())]
+    assert len(handed) == 1 and len(resumed) == 1, \
+        f"hand-over lines: the first agent's {handed}, the second's {resumed}"
+    assert resumed[0] == (handed[0], spans_b[0][0]), \
+        f"handed over at {handed[0]}, resumed {resumed[0]}, the first window {spans_b[0]}"
+    # followed: the first agent's windows, its last from its opening through the hand-over
+    # and the second agent's load to the end of the second's first window, then the rest
+    followed = spans_a + [(opened_a[-1], spans_b[0][1])] + spans_b[1:]
+    expected = sum(1 for t in times if any(x <= t <= y for x, y in followed))
+    during = [(x, y) for x, y in followed if y >= times[0] and x <= times[-1]]
+    clipped = sum(max(0.0, min(y, t1) - max(x, t0)) for x, y in followed)
+    if open_b:
+        clipped += t1 - float(OPENED.findall(b.output())[-1])
+    got_followed = value(m1, "plumb_netstack_followed_seconds_total") - followed0
+    got = queued(m1) - queued0
+    gap = spans_b[0][0] - handed[0]
+    print(f"  {len(times)} datagrams sent, {expected} while followed ({len(during)} windows' "
+          f"spans), lo's qdisc {got:.0f}; followed {got_followed:.3f} s between the scrapes, "
+          f"the spans {clipped:.3f} s; {gap:.3f} s from the hand-over to the second attach")
+    assert abs(got_followed - clipped) <= (0.3 if EMULATED else 0.05), \
+        f"followed {got_followed:.3f} s, the spans {clipped:.3f} s (hand-over gap {gap:.3f} s)"
+    assert abs(got - expected) <= 2 * len(during), \
+        f"qdisc {got:.0f} samples, {expected} sent while followed ({len(during)} windows)"
+    assert b.stop() == 0
+
+
 def test_bad_pin_dir(cleanup):
     r = sh(PLUMB, "agent", "--listen", f"127.0.0.1:{free_port()}", "--pin", "/tmp/plumb-no-bpffs",
            check=False)
@@ -409,6 +541,8 @@ def main():
     for name, fn in (("pin: counters carried over a restart, none after a crash", test_restart),
                      ("pin: every module counts what was done during the restart",
                       test_no_gap),
+                     ("pin: netstack's windows across a restart inside one",
+                      test_windows_restart),
                      ("pin: a directory off bpffs is refused in one line", test_bad_pin_dir)):
         cleanup = Cleanup()
         try:
