@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "integration"))
 from benchlib import prog_stats  # noqa: E402
 from ab import Bench, hold_off, hold_on  # noqa: E402
-from lib import Agent, Cleanup, Hosts, free_port  # noqa: E402
+from lib import Agent, Cleanup, Hosts, free_port, netstack_windows  # noqa: E402
 
 BUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build")
 RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "8"))
@@ -126,10 +126,6 @@ class Windowed:
     reads from the agent's log how much of a B run its programs were attached (the first
     window's attach is the load's, before the run; a window still open at the stop counts to
     the run's end)."""
-    OPENED = re.compile(r"window opened: attaching from ([0-9.]+) s")
-    CLOSED = re.compile(r"window followed new packets from [0-9.]+ to [0-9.]+ s; "
-                        r"detached at ([0-9.]+) s")
-
     def __init__(self, every):
         self.every, self.agent, self.span, self.shares = every, None, None, []
 
@@ -152,8 +148,8 @@ class Windowed:
     def off(self, c):
         c.run()
         out = self.agent.output()
-        opened = [float(x) for x in self.OPENED.findall(out)]
-        closed = [float(x) for x in self.CLOSED.findall(out)]
+        w = netstack_windows(out)
+        opened, closed = w["attaching"], w["detached"]
         t0, t1 = self.span
         attached = sum(max(0.0, min(b, t1) - max(a, t0))
                        for a, b in zip([float("-inf")] + opened, closed + [float("inf")]))

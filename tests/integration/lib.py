@@ -242,6 +242,30 @@ def assert_privileges_dropped(pid):
     return names
 
 
+# netstack's attach windows in an agent's -v log (src/modules/netstack.c), CLOCK_MONOTONIC s
+WINDOW_OPENED = re.compile(r"netstack: window opened: attaching from ([0-9.]+) s, .*; "
+                           r"following new packets from ([0-9.]+) s")
+WINDOW_CLOSED = re.compile(r"netstack: window followed new packets from ([0-9.]+) to ([0-9.]+) "
+                           r"s; detached at ([0-9.]+) s")
+WINDOW_HANDED = re.compile(r"netstack: handed over at ([0-9.]+) s, following new packets")
+WINDOW_RESUMED = re.compile(r"netstack: followed new packets from the hand-over at ([0-9.]+) s "
+                            r"to ([0-9.]+) s")
+
+
+def netstack_windows(output):
+    """The windows an agent's -v output tells of: spans [(following from, to)] and detached
+    [time] of those closed; attaching and following [time] of those opened (the first
+    window, the load's, has no such line); open: one is open now; handed [time] (handed
+    over while following) and resumed [(hand-over, attach)]."""
+    opened = [(float(a), float(b)) for a, b in WINDOW_OPENED.findall(output)]
+    closed = [(float(a), float(b), float(c)) for a, b, c in WINDOW_CLOSED.findall(output)]
+    return {"spans": [(a, b) for a, b, _ in closed], "detached": [c for _, _, c in closed],
+            "attaching": [a for a, _ in opened], "following": [b for _, b in opened],
+            "open": len(opened) == len(closed),
+            "handed": [float(x) for x in WINDOW_HANDED.findall(output)],
+            "resumed": [(float(a), float(b)) for a, b in WINDOW_RESUMED.findall(output)]}
+
+
 LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 

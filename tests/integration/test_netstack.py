@@ -23,8 +23,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import (EMULATED, PLUMB, Agent, Cleanup, Hosts, Runner, Void,  # noqa: E402
-                 assert_privileges_dropped, attempts, free_port, make_cgroup, require_root,
-                 select, settle, sh, steal_seconds, value)
+                 assert_privileges_dropped, attempts, free_port, make_cgroup,
+                 netstack_windows, require_root, select, settle, sh, steal_seconds, value)
 
 # bytes/s: the tbf rate, 8mbit, and the UDP flow that saturates it. Emulated guests get a
 # quarter: with a second guest beside it a guest's sender could not keep the queue full at
@@ -500,8 +500,7 @@ def test_windows(hosts, cleanup):
     qdisc = series_totals(m).get(("qdisc", "eth0", h1), (0, 0))[0] - \
         before.get(("qdisc", "eth0", h1), (0, 0))[0]
     windows = value(m, "plumb_netstack_windows_total") - windows0
-    spans = [(float(a), float(b)) for a, b in re.findall(
-        r"window followed new packets from ([0-9.]+) to ([0-9.]+) s", agent.output())]
+    spans = netstack_windows(agent.output())["spans"]
     during = [(a, b) for a, b in spans if b >= times[0] and a <= times[-1]]
     expected = sum(1 for t in times if any(a <= t <= b for a, b in during))
     in_spans = sum(min(b, times[-1]) - max(a, times[0]) for a, b in during)

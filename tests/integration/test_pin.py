@@ -13,7 +13,6 @@ io module's maps and links are taken over by the next agent.
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -21,8 +20,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import (EMULATED, IOWORK, PLUMB, Agent, Cleanup, Prometheus, Runner,  # noqa: E402
-                 free_port, iowork, loop_device, make_cgroup, mount_tmpfs, require_root,
-                 select, sh, umount, value)
+                 free_port, iowork, loop_device, make_cgroup, mount_tmpfs, netstack_windows,
+                 require_root, select, sh, umount, value)
 
 MIB = 1 << 20
 COUNTERS = '{__name__=~"plumb_.+(_total|_bucket|_count|_sum)"}'
@@ -411,22 +410,6 @@ while not os.path.exists(sys.argv[1]):
 print(json.dumps(sent), flush=True)
 """
 
-# the netstack module's -v lines (src/modules/netstack.c), times in CLOCK_MONOTONIC seconds
-SPAN = re.compile(r"window followed new packets from ([0-9.]+) to ([0-9.]+) s")
-OPENED = re.compile(r"window opened: .* following new packets from ([0-9.]+) s")
-HANDED = re.compile(r"netstack: handed over at ([0-9.]+) s, following new packets")
-RESUMED = re.compile(r"followed new packets from the hand-over at ([0-9.]+) s to ([0-9.]+) s")
-
-
-def windows_state(agent):
-    """An agent's closed windows' spans and whether one is open now (the first window, the
-    load's, has no "opened" line)."""
-    out = agent.output()
-    spans = [(float(a), float(b)) for a, b in SPAN.findall(out)]
-    opened = [float(x) for x in OPENED.findall(out)]
-    return spans, opened, len(opened) == len(spans)
-
-
 def test_windows_restart(cleanup):
     """--netstack-window 2 and --pin, the first agent stopped inside a window: its programs,
     pinned, follow new packets until the second agent attaches, and that time counts as
@@ -468,8 +451,8 @@ def test_windows_restart(cleanup):
     # stop the first agent 0.3 s into its third window (its programs following)
     deadline = time.time() + (60 if EMULATED else 15)
     while True:
-        spans, opened, now_open = windows_state(a)
-        if len(opened) >= 2 and now_open:
+        w = netstack_windows(a.output())
+        if len(w["following"]) >= 2 and w["open"]:
             break
         assert time.time() < deadline, a.output()[-2000:]
         time.sleep(0.05)
@@ -486,21 +469,21 @@ def test_windows_restart(cleanup):
     for name in ("plumb_netstack_followed_seconds_total", "plumb_netstack_windows_total"):
         assert value(m_b, name) >= value(m_a, name), \
             f"{name}: {value(m_a, name)} before the restart, {value(m_b, name)} after"
-    while len(windows_state(b)[0]) < 3:  # the load's window and two more
+    while len(netstack_windows(b.output())["spans"]) < 3:  # the load's window and two more
         assert time.time() < deadline + 10 * (6 if EMULATED else 1), b.output()[-2000:]
         time.sleep(0.1)
     open(stop, "w").close()
     times = json.loads(loop.communicate(timeout=10)[0])
     # a window after the last send has closed: every datagram has left lo's queue
-    last, deadline = len(windows_state(b)[0]), time.time() + (30 if EMULATED else 5)
-    while len(windows_state(b)[0]) <= last:
+    last = len(netstack_windows(b.output())["spans"])
+    deadline = time.time() + (30 if EMULATED else 5)
+    while len(netstack_windows(b.output())["spans"]) <= last:
         assert time.time() < deadline, b.output()[-2000:]
         time.sleep(0.1)
     m1, t1 = scrape(b)
-    spans_a, opened_a, _ = windows_state(a)
-    spans_b, _, open_b = windows_state(b)
-    handed = [float(x) for x in HANDED.findall(a.output())]
-    resumed = [(float(x), float(y)) for x, y in RESUMED.findall(b.output())]
+    wa, wb = netstack_windows(a.output()), netstack_windows(b.output())
+    spans_a, opened_a, spans_b = wa["spans"], wa["following"], wb["spans"]
+    handed, resumed = wa["handed"], wb["resumed"]
     assert len(handed) == 1 and len(resumed) == 1, \
         f"hand-over lines: the first agent's {handed}, the second's {resumed}"
     assert resumed[0] == (handed[0], spans_b[0][0]), \
@@ -511,8 +494,8 @@ def test_windows_restart(cleanup):
     expected = sum(1 for t in times if any(x <= t <= y for x, y in followed))
     during = [(x, y) for x, y in followed if y >= times[0] and x <= times[-1]]
     clipped = sum(max(0.0, min(y, t1) - max(x, t0)) for x, y in followed)
-    if open_b:
-        clipped += t1 - float(OPENED.findall(b.output())[-1])
+    if wb["open"]:
+        clipped += t1 - wb["following"][-1]
     got_followed = value(m1, "plumb_netstack_followed_seconds_total") - followed0
     got = queued(m1) - queued0
     gap = spans_b[0][0] - handed[0]
