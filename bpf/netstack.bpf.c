@@ -49,6 +49,8 @@ char LICENSE[] SEC("license") = "GPL";
 
 const volatile __u32 sample_every = 1;
 const volatile bool send_on = false; /* the kernel has tcp_sendmsg_locked (6.18) */
+/* ns_data_ready takes each queued UDP datagram (6.6+): one received and not taken is lost */
+const volatile bool udp_claims = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -346,10 +348,15 @@ static __always_inline void hist_add(struct netstack_pkt *p, __u32 component, __
 	hist_add_at(p->netns, p->ifindex, component, 0, ns);
 }
 
-/* Whether a lost entry was mid-path: one that reached its last event is complete. */
+/*
+ * Whether a lost entry was mid-path: one that reached its last event is complete. A UDP
+ * datagram's last is its socket's sk_data_ready where that program runs (p->udp).
+ */
 static __always_inline void pkt_drop(__u64 key, struct netstack_pkt *p)
 {
-	if (p->stage != NS_ST_PROBE && p->stage != NS_ST_RECEIVE && p->stage != NS_ST_SENT)
+	if (p->stage == NS_ST_RECEIVE && p->udp)
+		count_lost(NS_LOST_UDP_UNCLAIMED);
+	else if (p->stage != NS_ST_PROBE && p->stage != NS_ST_RECEIVE && p->stage != NS_ST_SENT)
 		count_lost(NS_LOST_UNMATCHED);
 	lru_delete(&ns_pkts, NS_MAP_PKTS, &key);
 }
@@ -740,6 +747,23 @@ static __always_inline __u64 wait_stolen(struct netstack_cpu *cpu, __u64 queued,
 	return steal > base ? steal - base : 0;
 }
 
+/* Whether skb's headers (as received) are a UDP datagram's: with udp_claims only (6.6+). */
+static __always_inline bool skb_udp(struct sk_buff *skb)
+{
+	unsigned char *nh = skb->head + skb->network_header;
+
+	if (!bpf_ksym_exists(bpf_rdonly_cast))
+		return false;
+	if (skb->protocol == bpf_htons(ETH_P_IP))
+		return ((struct iphdr *)bpf_rdonly_cast(nh, bpf_core_type_id_kernel(struct iphdr)))
+			       ->protocol == IPPROTO_UDP;
+	if (skb->protocol == bpf_htons(ETH_P_IPV6))
+		return ((struct ipv6hdr *)bpf_rdonly_cast(nh,
+							  bpf_core_type_id_kernel(struct ipv6hdr)))
+			       ->nexthdr == IPPROTO_UDP;
+	return false;
+}
+
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(ns_receive, struct sk_buff *skb)
 {
@@ -782,6 +806,8 @@ int BPF_PROG(ns_receive, struct sk_buff *skb)
 		if (split + stolen > p->ts)
 			segment(p, NS_SOFTIRQ, split + stolen, NS_ST_RX);
 		segment(p, NS_BACKLOG, now, NS_ST_RECEIVE);
+		if (udp_claims)
+			p->udp = skb_udp(skb);
 		if (cpu)
 			cpu->rx_skb = (__u64)skb; /* for ns_data_ready: udp_claim_own() */
 	} else if (p->stage == NS_ST_RECEIVE) {

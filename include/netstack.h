@@ -87,7 +87,11 @@ struct netstack_pkt {
 	__u32 stage; /* enum netstack_stage */
 	__u32 ifindex; /* the device of the last event that had one */
 	__u32 netns; /* and its network namespace (inode number) */
-	__u32 pad;
+	/*
+	 * 1: a UDP datagram at netif_receive_skb on a kernel whose sk_data_ready program takes
+	 * each queued one (6.6+); dropped there untaken, it is lost (NS_LOST_UDP_UNCLAIMED)
+	 */
+	__u32 udp;
 };
 
 struct netstack_key {
@@ -188,6 +192,13 @@ enum netstack_lost_reason {
 	 * went (the other samples on their way then are counted by user space: window_edge)
 	 */
 	NS_LOST_WINDOW_EDGE_UDP,
+	/*
+	 * A sampled UDP datagram received (netif_receive_skb) whose entry ended without a
+	 * socket's sk_data_ready taking it: the claim could not place it (docs/netstack.md
+	 * section 2), or a UDP tunnel (VXLAN, Geneve, WireGuard) took it and goes on with the
+	 * inner packet in the same skb. Its protocol and socket stages went unmeasured.
+	 */
+	NS_LOST_UDP_UNCLAIMED,
 	NS_LOST_REASONS,
 };
 

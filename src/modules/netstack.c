@@ -455,8 +455,13 @@ static int sweep_entry(void *ctx, const void *k, const void *value)
 	if (sw->map == NS_MAP_PKTS) {
 		const struct netstack_pkt *p = value;
 
-		/* as pkt_drop(): past these stages a packet has had its last component */
-		if (p->stage != NS_ST_PROBE && p->stage != NS_ST_RECEIVE && p->stage != NS_ST_SENT)
+		/*
+		 * as pkt_drop(): past these stages a packet has had its last component, but for a
+		 * UDP datagram on its way to its socket's sk_data_ready
+		 */
+		if ((p->stage == NS_ST_RECEIVE && p->udp) ||
+		    (p->stage != NS_ST_PROBE && p->stage != NS_ST_RECEIVE &&
+		     p->stage != NS_ST_SENT))
 			sw->edge++;
 	} else if (sw->map == NS_MAP_SENDS) {
 		sw->edge += ((const struct netstack_send *)value)->n;
@@ -844,8 +849,9 @@ static void netstack_health(struct plumb_module *m, struct module_health *h)
 {
 	struct netstack_state *s = m->priv;
 	static const char *const reasons[NS_LOST_REASONS] = {
-		"unmatched",	     "dropped",	       "hists_full",	"send_slots_full",
-		"socket_slots_full", "socket_storage", "socket_closed", "window_edge_udp"
+		"unmatched",	   "dropped",		"hists_full",
+		"send_slots_full", "socket_slots_full", "socket_storage",
+		"socket_closed",   "window_edge_udp",	"udp_unclaimed"
 	};
 	static const char *const maps[NS_MAPS] = { "ns_pkts", "ns_sends", "ns_recvs" };
 	static const char *const evicted[NS_MAPS] = { "ns_pkts_evicted", "ns_sends_evicted",
@@ -1053,6 +1059,7 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 	bpf_program__set_autoload(s->skel->progs.ns_sendmsg, s->skel->rodata->send_on);
 	udp_on = tracepoint_btf_args("sk_data_ready") >= 1 &&
 		 tracepoint_btf_args("sock_recv_length") >= 3;
+	s->skel->rodata->udp_claims = udp_on;
 	bpf_program__set_autoload(s->skel->progs.ns_data_ready, udp_on);
 	bpf_program__set_autoload(s->skel->progs.ns_recv_length, udp_on);
 	bpf_program__set_autoload(s->skel->progs.ns_udp_release, udp_on && cfg->cgroup_root);

@@ -206,7 +206,8 @@ def test_udp_races(agent, hosts, cleanup):
     h1, h2 = hosts.names[:2]
     port, rv = udp_receiver(hosts, cleanup, UDP_BUSY_READERS)
     keys = [("protocol", "eth0", h2), ("socket", "eth0", h2)]
-    reasons = ("socket_slots_full", "socket_storage", "socket_closed", "unmatched")
+    reasons = ("socket_slots_full", "socket_storage", "socket_closed", "unmatched",
+               "udp_unclaimed")
     m = agent.metrics()
     before = series_totals(m)
     lost0 = {r: value(m, "plumb_events_lost_total", module="netstack", reason=r)
@@ -226,13 +227,63 @@ def test_udp_races(agent, hosts, cleanup):
     print(f"  {sent} sent from CPUs {cpus}, {got} read; protocol {protocol:.0f}, socket "
           f"{socket:.0f} + {lost['socket_slots_full']:.0f} beyond the slots, "
           f"{lost['socket_storage']:.0f} without storage, {lost['socket_closed']:.0f} closed "
-          f"unread; {lost['unmatched']:.0f} unmatched (the host's, any packet)")
+          f"unread; {lost['unmatched']:.0f} unmatched (the host's, any packet), "
+          f"{lost['udp_unclaimed']:.0f} unclaimed")
     # the reader reads every datagram queued (it stops 3 s after the last): those the
     # socket's buffer refused had no protocol stage, and none is left unread
     assert got >= sent // 2 and protocol == got, f"{got} read, protocol {protocol:.0f}"
     assert protocol == (socket + lost["socket_slots_full"] + lost["socket_storage"]
                         + lost["socket_closed"]), \
         f"protocol {protocol:.0f}: socket {socket:.0f} + {lost}"
+
+
+
+def vxlan_rx(ns):
+    """Packets the namespace's VXLAN device has decapsulated (and dropped after) so far."""
+    out = json.loads(subprocess.run(["ip", "-n", ns, "-j", "-s", "link", "show", "plumbvx"],
+                                    check=True, capture_output=True, text=True).stdout)
+    rx = out[0]["stats64"]["rx"]
+    return rx["packets"] + rx["dropped"] + rx["errors"]
+
+
+def test_udp_tunnel(agent, hosts, cleanup):
+    """1,000 datagrams from h1 to h2 through a VXLAN tunnel between them: each outer datagram
+    is taken by the tunnel (its kernel socket's encap_rcv; no sk_data_ready), which goes on
+    with the inner packet in the same skb, so its sample ends untaken at the socket's door:
+    counted as udp_unclaimed, one for each packet the tunnels decapsulated (their rx counts,
+    ARP's included), exactly; the inner datagrams, read by a socket in h2, are not."""
+    (h1, h2), (a1, a2) = hosts.names[:2], hosts.addrs[:2]
+    tunnels = Cleanup()  # the devices go at the test's end, the hosts stay for the others
+    try:
+        for ns, local, remote, inner in ((h1, a1, a2, "10.213.0.1/24"),
+                                         (h2, a2, a1, "10.213.0.2/24")):
+            tunnels.add(sh, "ip", "-n", ns, "link", "del", "plumbvx")
+            sh("ip", "-n", ns, "link", "add", "plumbvx", "type", "vxlan", "id", "4242",
+               "dstport", "4789", "local", local, "remote", remote, "dev", "eth0")
+            # no IPv6 link-local address: no router solicitations or MLD through the tunnel
+            sh("ip", "-n", ns, "link", "set", "plumbvx", "addrgenmode", "none")
+            sh("ip", "-n", ns, "addr", "add", inner, "dev", "plumbvx")
+            sh("ip", "-n", ns, "link", "set", "plumbvx", "up")
+        port, rv = udp_receiver(hosts, tunnels, UDP_RECEIVER)
+        m = agent.metrics()
+        unclaimed0 = value(m, "plumb_events_lost_total", module="netstack",
+                           reason="udp_unclaimed")
+        rx0 = vxlan_rx(h1) + vxlan_rx(h2)
+        sh("ip", "netns", "exec", h1, sys.executable, "-c", UDP_SENDER, "10.213.0.2",
+           str(port))
+        got = int(rv.communicate(timeout=30)[0].strip())
+        rx = vxlan_rx(h1) + vxlan_rx(h2) - rx0
+        m = settle(agent, lambda m: value(m, "plumb_events_lost_total", module="netstack",
+                                          reason="udp_unclaimed") - unclaimed0 >= rx,
+                   timeout=5)
+        unclaimed = value(m, "plumb_events_lost_total", module="netstack",
+                          reason="udp_unclaimed") - unclaimed0
+        print(f"  1000 sent through the tunnel, {got} read; the tunnels decapsulated {rx}; "
+              f"udp_unclaimed {unclaimed:.0f}")
+        assert got == 1000 and rx >= 1000, f"{got} read, {rx} decapsulated"
+        assert unclaimed == rx, f"udp_unclaimed {unclaimed:.0f}, decapsulated {rx}"
+    finally:
+        tunnels.run()
 
 
 # Waits for a line on stdin, then reads what is queued and prints how many datagrams.
@@ -1548,6 +1599,8 @@ def main():
             runner.run("netstack: UDP from two CPUs, read by two threads, each datagram "
                        "accounted for",
                        test_udp_races, agent, hosts, cleanup)
+            runner.run("netstack: UDP datagrams a VXLAN tunnel takes, counted as unclaimed",
+                       test_udp_tunnel, agent, hosts, cleanup)
         else:  # not a pass: it cannot be shown on this kernel, and says so
             print("NOT RUN netstack: UDP's protocol and socket stages: this kernel lacks "
                   "the sk_data_ready tracepoint (6.6)")

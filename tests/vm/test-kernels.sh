@@ -60,7 +60,7 @@ guest() {
 	# the 6.12 guest (session 18's CI run); 55 min leaves make test 35 of CI's 90
 	for attempt in 1 2; do
 		# shellcheck disable=SC2086
-		tests/vm/run.sh --modprobe loop,ext4,veth,bridge --timeout 3300 --console "$LOGS/$k.console" \
+		tests/vm/run.sh --modprobe loop,ext4,veth,bridge,vxlan --timeout 3300 --console "$LOGS/$k.console" \
 			${PLUMB_VM_OPTS:-} "$kdir" tests/vm/kernel-tests.sh >"$LOGS/$k.log" 2>&1
 		rc=$?
 		if [ $attempt -eq 1 ] && [ $rc -eq 125 ] && ! grep -q '^== result' "$LOGS/$k.log"; then
