@@ -594,6 +594,63 @@ def test_windows(hosts, cleanup):
     assert lost["unmatched"] == 0 and lost["socket_storage"] == 0, lost
 
 
+def test_windows_bottleneck(hosts, cleanup):
+    """The agent with attach windows (--netstack-window 2 here: the default's 20 s period
+    would make this test ten times as long; each window is one interval either way) names an
+    injected bottleneck in plumb_netstack_bottleneck: a UDP flow h1 -> h2 learns its
+    baselines over the first 10 windows, 5 more windows flag nothing, then a TBF on h1's
+    eth0 is flagged (qdisc, eth0, h1, and nothing else) within 5 windows, and cleared
+    within 5 after the TBF goes."""
+    h1 = hosts.names[0]
+    agent = Agent(cleanup, "--modules", "netstack", "--netstack-window", "2",
+                  wait_for_module=False)
+    settle(agent, lambda m: select(m, "plumb_module_up", module="netstack"), timeout=10)
+    background(cleanup, hosts, "-u", "-b", UDP_RATE, "-l", "1000")
+    tc = ["ip", "netns", "exec", h1, "tc", "qdisc"]
+    cleanup.add(lambda: sh(*tc, "del", "dev", "eth0", "root", check=False))
+    want = {"component": "qdisc", "device": "eth0", "netns": h1}
+    log = []
+
+    def flagged(m):
+        return sorted((k["component"], k["device"], k["netns"]) for k, v in (
+            (dict(key[1]), v) for key, v in m.items()
+            if key[0] == "plumb_netstack_bottleneck") if v == 1)
+
+    def windows_then(n, stop=None):
+        """Scrapes until n more windows have ended (or stop(flags) holds): each window's
+        flags, as the scrape after its end shows them."""
+        start = value(agent.metrics(), "plumb_netstack_windows_total")
+        seen, last = [], start
+        deadline = time.time() + n * 2 * (3 if EMULATED else 1.5) + 10
+        while time.time() < deadline:
+            m = agent.metrics()
+            done = value(m, "plumb_netstack_windows_total")
+            if done > last:
+                last = done
+                seen.append(flagged(m))
+                if stop and stop(seen[-1]) or done - start >= n:
+                    return seen
+            time.sleep(0.3)
+        raise AssertionError(f"{n} windows did not end in time: {len(seen)} did, {seen}")
+
+    warm = windows_then(10)
+    clean = windows_then(5)
+    log.append(f"warm-up {warm}, clean {clean}")
+    sh(*tc, "add", "dev", "eth0", "root", "tbf", "rate", TBF_RATE, "burst", "10kb", "limit",
+       "30000")
+    goal = [(want["component"], want["device"], want["netns"])]
+    try:
+        injected = windows_then(5, stop=lambda f: f == goal)
+    finally:
+        sh(*tc, "del", "dev", "eth0", "root")
+    log.append(f"TBF: {injected}")
+    cleared = windows_then(5, stop=lambda f: not f)
+    log.append(f"TBF gone: {cleared}")
+    print("  windows' flags: " + "; ".join(log))
+    assert not any(clean), f"clean windows flagged {clean}"
+    assert injected[-1] == goal, f"the TBF not named alone within 5 windows: {injected}"
+    assert not cleared[-1], f"not cleared within 5 windows of the TBF's removal: {cleared}"
+
 def icmp_sent(names):
     """ICMP and ICMPv6 messages the namespaces sent (OutMsgs): packets of their own, inserted
     beside a test's (h2's port unreachables for datagrams to its port 9, IPv6's neighbour
@@ -1614,6 +1671,8 @@ def main():
         runner.run("netstack: LRU evictions counted, exact", isolated, test_evictions, hosts)
         runner.run("netstack: attach windows: detached between, samples of the time "
                    "followed, every datagram accounted for", isolated, test_windows, hosts)
+        runner.run("netstack: attach windows: a TBF named by the agent's bottleneck metric, "
+                   "and cleared", isolated, test_windows_bottleneck, hosts)
         runner.run("netstack: workloads of the send and socket components, and their removal",
                    isolated, test_workloads, hosts)
         runner.run("netstack: components sum to the end-to-end time, across two nodes",
