@@ -149,6 +149,9 @@ struct netstack_cpu {
 	__u64 steal_seen; /* the steal as the receives last saw it grow */
 	__u64 steal_seen_ts; /* when the first of them saw it */
 	__u64 rx_skb; /* the last sampled packet this CPU's receive processing took */
+	__u64 udp_cursor; /* the datagram this CPU's last sk_data_ready took (udp_claim_next) */
+	__u64 udp_cursor_sk; /* and its socket */
+	__u64 udp_cursor_fp; /* and its fingerprint then: a freed and reused skb is not it */
 	__u32 napi_pid; /* that kthread */
 	__u32 pad;
 };
@@ -221,10 +224,14 @@ static __always_inline __u64 mix(__u64 h, __u64 v)
 
 /*
  * The packet's fingerprint: a hash of its addresses, protocol, ports, IPv4 id or IPv6 payload
- * length, and TCP sequence or UDP length; 0 when the headers are neither IPv4 nor IPv6. The headers are at head + network_header on every event here: the
- * packet was built by this host (TX), and the same skb crosses veth and loopback unchanged.
+ * length, and TCP sequence or UDP length; 0 when the headers are neither IPv4 nor IPv6. The
+ * headers are at head + network_header on every event here: the packet was built by this host
+ * (TX), and the same skb crosses veth and loopback unchanged. *inv, when asked for: a hash of
+ * what NAT leaves as it is (the protocol, IPv4 id or IPv6 payload length, TCP sequence or UDP
+ * length; not addresses, ports or checksums), which tells a packet whose addresses were
+ * rewritten from another one at the same address.
  */
-static __always_inline __u64 headers_hash(struct sk_buff *skb)
+static __always_inline __u64 headers_fp(struct sk_buff *skb, __u32 *inv)
 {
 	unsigned char *head = skb->head;
 	__u16 nh = skb->network_header, th = skb->transport_header;
@@ -272,8 +279,11 @@ static __always_inline __u64 headers_hash(struct sk_buff *skb)
 	} else {
 		return 0;
 	}
-	if ((l4proto != IPPROTO_TCP && l4proto != IPPROTO_UDP) || th == (__u16)~0U)
+	if ((l4proto != IPPROTO_TCP && l4proto != IPPROTO_UDP) || th == (__u16)~0U) {
+		if (inv)
+			*inv = (__u32)mix(id, l4proto);
 		return mix(mix(f, id), 0) | 1;
+	}
 	if (bpf_ksym_exists(bpf_rdonly_cast)) {
 		/* the same 8 bytes as the probe read's two words: ports, then sequence or
 		 * length and checksum (a UDP header read as TCP's first eight bytes) */
@@ -286,7 +296,15 @@ static __always_inline __u64 headers_hash(struct sk_buff *skb)
 	} else if (!bpf_probe_read_kernel(l4, sizeof(l4), head + th)) {
 		f = mix(f, l4[0]);
 	}
+	if (inv) /* UDP: its length, the low half of the word as loaded (the checksum changes) */
+		*inv = (__u32)mix(mix(id, l4proto),
+				  l4proto == IPPROTO_UDP ? l4[1] & 0xffff : l4[1]);
 	return mix(mix(f, id), l4[1]) | 1; /* never 0 */
+}
+
+static __always_inline __u64 headers_hash(struct sk_buff *skb)
+{
+	return headers_fp(skb, NULL);
 }
 
 /*
@@ -354,7 +372,10 @@ static __always_inline void hist_add(struct netstack_pkt *p, __u32 component, __
  */
 static __always_inline void pkt_drop(__u64 key, struct netstack_pkt *p)
 {
-	if (p->stage == NS_ST_RECEIVE && p->udp)
+	if (p->stage == NS_ST_RECEIVE && p->udp && window_closing)
+		/* a window's programs going (ns_data_ready may be gone before ns_queue): its edge */
+		__sync_fetch_and_add(&window_edge, 1);
+	else if (p->stage == NS_ST_RECEIVE && p->udp)
 		count_lost(NS_LOST_UDP_UNCLAIMED);
 	else if (p->stage != NS_ST_PROBE && p->stage != NS_ST_RECEIVE && p->stage != NS_ST_SENT)
 		count_lost(NS_LOST_UNMATCHED);
@@ -402,6 +423,34 @@ static __always_inline struct netstack_pkt *pkt_find(struct sk_buff *skb, bool c
 		pkt_drop(key, p);
 		return NULL;
 	}
+	return p;
+}
+
+/*
+ * pkt_find for a datagram at its socket (the UDP claims): NAT before its local delivery (a
+ * port redirect, a reply's reverse translation) rewrote its headers after netif_receive_skb,
+ * and then the same packet is told by what NAT leaves (inv); its entry takes the new
+ * fingerprint.
+ */
+static __always_inline struct netstack_pkt *pkt_find_queued(struct sk_buff *skb, __u64 *now)
+{
+	__u64 key = (__u64)skb, fp;
+	struct netstack_pkt *p;
+	__u32 inv = 0;
+
+	if (!followed(skb))
+		return NULL;
+	p = bpf_map_lookup_elem(&ns_pkts, &key);
+	if (!p)
+		return NULL;
+	*now = bpf_ktime_get_ns();
+	fp = headers_fp(skb, &inv);
+	if ((*now > p->ts && *now - p->ts > NETSTACK_MAX_AGE_NS) ||
+	    (p->fp != fp && (p->stage != NS_ST_RECEIVE || !fp || inv != p->inv))) {
+		pkt_drop(key, p);
+		return NULL;
+	}
+	p->fp = fp;
 	return p;
 }
 
@@ -480,22 +529,40 @@ static __always_inline void send_end(struct sk_buff *skb, struct netstack_pkt *p
 	snd->n -= done;
 }
 
+/*
+ * Whether skb, received last at p (netif_receive_skb) and now with another fingerprint, is
+ * that packet with its addresses or ports rewritten by NAT (a service's DNAT, masquerade): on
+ * the device and in the namespace it was received on (skb_iif: 0 in an skb this host made,
+ * as a freed address's reuse for a send is), with what NAT does not rewrite unchanged (inv:
+ * its IPv4 id or IPv6 length, protocol, TCP sequence or UDP length). Not "not a clone": the
+ * first packet of a flow came cloned to the NAT and left it so (the header NAT writes was
+ * the clone's own; seen on 6.18).
+ */
+static __always_inline bool nat_rewritten(struct sk_buff *skb, struct netstack_pkt *p, __u64 fp,
+					  __u32 inv)
+{
+	return fp && inv == p->inv && skb->skb_iif == p->ifindex &&
+	       skb->dev->nd_net.net->ns.inum == p->netns;
+}
+
 /* First event of a packet this host sends or forwards: the sampling decision. */
 SEC("tp_btf/net_dev_queue")
 int BPF_PROG(ns_queue, struct sk_buff *skb)
 {
 	__u64 key = (__u64)skb, now = 0, fp;
 	struct netstack_pkt *p, n = {};
+	__u32 inv = 0;
 
 	if (!followed(skb))
 		return 0;
+	fp = headers_fp(skb, &inv);
 	p = bpf_map_lookup_elem(&ns_pkts, &key);
 	if (p) {
 		now = bpf_ktime_get_ns();
-		fp = headers_hash(skb);
-		if (p->stage == NS_ST_RECEIVE && p->fp == fp &&
-		    now - p->ts <= NETSTACK_MAX_AGE_NS) {
-			/* received on a bridge port or by a router, now sent on: forwarding */
+		/* received on a bridge port or by a router, now sent on: forwarding */
+		if (p->stage == NS_ST_RECEIVE && now - p->ts <= NETSTACK_MAX_AGE_NS &&
+		    (p->fp == fp || nat_rewritten(skb, p, fp, inv))) {
+			p->fp = fp;
 			segment(p, NS_FORWARD, now, NS_ST_QUEUE);
 			dev_ids(skb->dev, &p->ifindex, &p->netns);
 			return 0;
@@ -507,8 +574,6 @@ int BPF_PROG(ns_queue, struct sk_buff *skb)
 			return 0;
 		}
 		pkt_drop(key, p); /* the address of a packet gone untraced: a new one */
-	} else {
-		fp = headers_hash(skb);
 	}
 	if (!fp)
 		return 0; /* neither IPv4 nor IPv6 */
@@ -521,6 +586,7 @@ int BPF_PROG(ns_queue, struct sk_buff *skb)
 		return 0;
 	}
 	n.fp = fp;
+	n.inv = inv;
 	n.stage = NS_ST_QUEUE;
 	lru_insert(&ns_pkts, NS_MAP_PKTS, &key, &n);
 	if (send_on)
@@ -752,11 +818,20 @@ static __always_inline bool skb_udp(struct sk_buff *skb)
 {
 	unsigned char *nh = skb->head + skb->network_header;
 
+	struct iphdr *ip;
+
 	if (!bpf_ksym_exists(bpf_rdonly_cast))
 		return false;
-	if (skb->protocol == bpf_htons(ETH_P_IP))
-		return ((struct iphdr *)bpf_rdonly_cast(nh, bpf_core_type_id_kernel(struct iphdr)))
-			       ->protocol == IPPROTO_UDP;
+	/* a GSO packet is split at the socket into skbs of its own: not lost, not followed */
+	if (((struct skb_shared_info *)bpf_rdonly_cast(
+		     skb->head + skb->end, bpf_core_type_id_kernel(struct skb_shared_info)))
+		    ->gso_size)
+		return false;
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		ip = bpf_rdonly_cast(nh, bpf_core_type_id_kernel(struct iphdr));
+		/* a fragment: reassembly frees all but one, without kfree_skb */
+		return ip->protocol == IPPROTO_UDP && !(ip->frag_off & bpf_htons(0x3fff));
+	}
 	if (skb->protocol == bpf_htons(ETH_P_IPV6))
 		return ((struct ipv6hdr *)bpf_rdonly_cast(nh,
 							  bpf_core_type_id_kernel(struct ipv6hdr)))
@@ -993,7 +1068,7 @@ static __always_inline struct sk_buff *udp_claim(struct sock *sk, struct udp_soc
 		}
 		if (!skb || (void *)skb == head)
 			return NULL; /* the head: nothing left (a reader took the rest) */
-		found = pkt_find(skb, true, now);
+		found = pkt_find_queued(skb, now);
 		if (found && found->stage == NS_ST_RECEIVE) {
 			*p = *found;
 			key = (__u64)skb;
@@ -1063,6 +1138,30 @@ static __always_inline bool udp_queued(struct sock *sk, struct udp_sock *up, str
 }
 
 /*
+ * skb's sample taken for sk, if it is a followed datagram between netif_receive_skb and its
+ * socket: its entry copied to *p and deleted (the delete decides between two CPUs). check_ns:
+ * a datagram read already is this socket's by its port only, and one to a same-port socket
+ * of another namespace (a CPU's last received, never queued here) is not; one linked in the
+ * socket's queue is this socket's whatever namespace its entry names (bpf_redirect_peer
+ * hands a packet to a pod's device without a receive there).
+ */
+static __always_inline bool udp_take(struct sock *sk, struct sk_buff *skb, struct netstack_pkt *p,
+				     __u64 *now, bool check_ns)
+{
+	struct netstack_pkt *found = pkt_find_queued(skb, now);
+	__u64 key = (__u64)skb;
+
+	if (!found || found->stage != NS_ST_RECEIVE ||
+	    (check_ns && found->netns != sk->__sk_common.skc_net.net->ns.inum))
+		return false;
+	*p = *found;
+	if (bpf_map_delete_elem(&ns_pkts, &key))
+		return false; /* another CPU's program took it */
+	churn(NS_CHURN_DELETE(NS_MAP_PKTS));
+	return true;
+}
+
+/*
  * The datagram this CPU is delivering, taken: up to 6.17 sk_data_ready comes on the CPU
  * that queued it, right after, and ns_receive kept it (rx_skb, the last sampled packet
  * this CPU's receive processing took; 0 once taken). Each CPU takes its own, whichever
@@ -1071,36 +1170,47 @@ static __always_inline bool udp_queued(struct sock *sk, struct udp_sock *up, str
  * when a reader had moved it on (1 in 5,000 in a 6.12 guest's test_udp_races).
  */
 static __always_inline struct sk_buff *udp_claim_own(struct sock *sk, struct udp_sock *up,
+						     struct netstack_cpu *cpu,
 						     struct netstack_pkt *p, __u64 *now)
 {
-	struct netstack_pkt *found;
-	struct netstack_cpu *cpu;
 	struct sk_buff *skb;
-	__u32 zero = 0;
-	__u64 key;
 
-	cpu = bpf_map_lookup_elem(&ns_cpu, &zero);
-	if (!cpu || !cpu->rx_skb || !up)
+	if (!cpu->rx_skb || !up)
 		return NULL;
-	key = cpu->rx_skb;
-	skb = bpf_rdonly_cast((void *)key, bpf_core_type_id_kernel(struct sk_buff));
+	skb = bpf_rdonly_cast((void *)cpu->rx_skb, bpf_core_type_id_kernel(struct sk_buff));
 	if (!udp_queued(sk, up, skb))
 		return NULL;
 	cpu->rx_skb = 0;
-	found = pkt_find(skb, true, now);
-	if (!found || found->stage != NS_ST_RECEIVE)
+	return udp_take(sk, skb, p, now, !skb->next) ? skb : NULL;
+}
+
+/*
+ * The datagram after the one this CPU's last sk_data_ready took on sk, taken, while that one
+ * is still queued: from 6.18 a CPU that queues a batch (its own datagram first, then those
+ * other CPUs left it) calls sk_data_ready once for each, in the batch's order, after queuing
+ * them all; in a GRO list delivery (6.6-6.17) each is queued and its call made in the list's
+ * order. So the calls after the first take the batch in order, however long (the tail walk,
+ * newest first through four, left the oldest of a batch of more than five untaken). The
+ * cursor's datagram is still queued if it is linked (a reader that took it unlinked it; a
+ * reader's move of the receive queue to its own keeps the links between the datagrams); the
+ * next is this socket's by its port (a freed and reused cursor links elsewhere) and is taken
+ * as any claim is (udp_take).
+ */
+static __always_inline struct sk_buff *udp_claim_next(struct sock *sk, struct udp_sock *up,
+						      struct netstack_cpu *cpu,
+						      struct netstack_pkt *p, __u64 *now)
+{
+	struct sk_buff *cur, *skb;
+
+	if (!cpu->udp_cursor || cpu->udp_cursor_sk != (__u64)sk || !up)
 		return NULL;
-	/*
-	 * A datagram read already is this socket's by its port only: one to a same-port socket
-	 * of another namespace (this CPU's last received, never queued here) is not
-	 */
-	if (found->netns != sk->__sk_common.skc_net.net->ns.inum)
+	cur = bpf_rdonly_cast((void *)cpu->udp_cursor, bpf_core_type_id_kernel(struct sk_buff));
+	skb = cur->next;
+	if (!skb || !cur->prev || (void *)skb == (void *)&sk->sk_receive_queue ||
+	    (void *)skb == (void *)&up->reader_queue ||
+	    !udp_to_port(skb, sk->__sk_common.skc_num) || headers_hash(cur) != cpu->udp_cursor_fp)
 		return NULL;
-	*p = *found;
-	if (bpf_map_delete_elem(&ns_pkts, &key))
-		return NULL; /* another CPU's udp_claim took it */
-	churn(NS_CHURN_DELETE(NS_MAP_PKTS));
-	return skb;
+	return udp_take(sk, skb, p, now, false) ? skb : NULL;
 }
 
 /*
@@ -1115,6 +1225,8 @@ SEC("tp_btf/sk_data_ready")
 int BPF_PROG(ns_data_ready, struct sock *sk)
 {
 	struct netstack_udp_wait *w;
+	struct netstack_cpu *cpu;
+	__u32 zero = 0;
 	struct netstack_pkt p;
 	struct udp_sock *up;
 	struct sk_buff *skb;
@@ -1125,11 +1237,19 @@ int BPF_PROG(ns_data_ready, struct sock *sk)
 	if (sk->sk_protocol != IPPROTO_UDP)
 		return 0;
 	up = udp_sk_cast(sk);
-	skb = udp_claim_own(sk, up, &p, &now);
+	cpu = bpf_map_lookup_elem(&ns_cpu, &zero);
+	if (!cpu)
+		return 0;
+	skb = udp_claim_own(sk, up, cpu, &p, &now);
+	if (!skb)
+		skb = udp_claim_next(sk, up, cpu, &p, &now);
 	if (!skb)
 		skb = udp_claim(sk, up, &p, &now);
 	if (!skb)
 		return 0;
+	cpu->udp_cursor = (__u64)skb;
+	cpu->udp_cursor_sk = (__u64)sk;
+	cpu->udp_cursor_fp = p.fp;
 	hist_add(&p, NS_PROTOCOL, now > p.ts ? now - p.ts : 0);
 	w = bpf_sk_storage_get(&ns_udp, sk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!w) /* another CPU made it first, or no memory */

@@ -84,14 +84,17 @@ enum netstack_stage {
 struct netstack_pkt {
 	__u64 ts; /* ktime of the event that opened the current segment */
 	__u64 fp; /* its headers' fingerprint: a reused skb pointer is another packet */
-	__u32 stage; /* enum netstack_stage */
-	__u32 ifindex; /* the device of the last event that had one */
-	__u32 netns; /* and its network namespace (inode number) */
+	__u16 stage; /* enum netstack_stage */
 	/*
 	 * 1: a UDP datagram at netif_receive_skb on a kernel whose sk_data_ready program takes
 	 * each queued one (6.6+); dropped there untaken, it is lost (NS_LOST_UDP_UNCLAIMED)
 	 */
-	__u32 udp;
+	__u8 udp;
+	__u8 pad;
+	__u32 ifindex; /* the device of the last event that had one */
+	__u32 netns; /* and its network namespace (inode number) */
+	/* a hash of what NAT does not rewrite (headers_fp): the same packet, its addresses NAT'd */
+	__u32 inv;
 };
 
 struct netstack_key {
