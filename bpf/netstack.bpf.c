@@ -149,9 +149,6 @@ struct netstack_cpu {
 	__u64 steal_seen; /* the steal as the receives last saw it grow */
 	__u64 steal_seen_ts; /* when the first of them saw it */
 	__u64 rx_skb; /* the last sampled packet this CPU's receive processing took */
-	__u64 udp_cursor; /* the datagram this CPU's last sk_data_ready took (udp_claim_next) */
-	__u64 udp_cursor_sk; /* and its socket */
-	__u64 udp_cursor_fp; /* and its fingerprint then: a freed and reused skb is not it */
 	__u32 napi_pid; /* that kthread */
 	__u32 pad;
 };
@@ -423,34 +420,6 @@ static __always_inline struct netstack_pkt *pkt_find(struct sk_buff *skb, bool c
 		pkt_drop(key, p);
 		return NULL;
 	}
-	return p;
-}
-
-/*
- * pkt_find for a datagram at its socket (the UDP claims): NAT before its local delivery (a
- * port redirect, a reply's reverse translation) rewrote its headers after netif_receive_skb,
- * and then the same packet is told by what NAT leaves (inv); its entry takes the new
- * fingerprint.
- */
-static __always_inline struct netstack_pkt *pkt_find_queued(struct sk_buff *skb, __u64 *now)
-{
-	__u64 key = (__u64)skb, fp;
-	struct netstack_pkt *p;
-	__u32 inv = 0;
-
-	if (!followed(skb))
-		return NULL;
-	p = bpf_map_lookup_elem(&ns_pkts, &key);
-	if (!p)
-		return NULL;
-	*now = bpf_ktime_get_ns();
-	fp = headers_fp(skb, &inv);
-	if ((*now > p->ts && *now - p->ts > NETSTACK_MAX_AGE_NS) ||
-	    (p->fp != fp && (p->stage != NS_ST_RECEIVE || !fp || inv != p->inv))) {
-		pkt_drop(key, p);
-		return NULL;
-	}
-	p->fp = fp;
 	return p;
 }
 
@@ -1068,7 +1037,7 @@ static __always_inline struct sk_buff *udp_claim(struct sock *sk, struct udp_soc
 		}
 		if (!skb || (void *)skb == head)
 			return NULL; /* the head: nothing left (a reader took the rest) */
-		found = pkt_find_queued(skb, now);
+		found = pkt_find(skb, true, now);
 		if (found && found->stage == NS_ST_RECEIVE) {
 			*p = *found;
 			key = (__u64)skb;
@@ -1148,7 +1117,7 @@ static __always_inline bool udp_queued(struct sock *sk, struct udp_sock *up, str
 static __always_inline bool udp_take(struct sock *sk, struct sk_buff *skb, struct netstack_pkt *p,
 				     __u64 *now, bool check_ns)
 {
-	struct netstack_pkt *found = pkt_find_queued(skb, now);
+	struct netstack_pkt *found = pkt_find(skb, true, now);
 	__u64 key = (__u64)skb;
 
 	if (!found || found->stage != NS_ST_RECEIVE ||
@@ -1185,35 +1154,6 @@ static __always_inline struct sk_buff *udp_claim_own(struct sock *sk, struct udp
 }
 
 /*
- * The datagram after the one this CPU's last sk_data_ready took on sk, taken, while that one
- * is still queued: from 6.18 a CPU that queues a batch (its own datagram first, then those
- * other CPUs left it) calls sk_data_ready once for each, in the batch's order, after queuing
- * them all; in a GRO list delivery (6.6-6.17) each is queued and its call made in the list's
- * order. So the calls after the first take the batch in order, however long (the tail walk,
- * newest first through four, left the oldest of a batch of more than five untaken). The
- * cursor's datagram is still queued if it is linked (a reader that took it unlinked it; a
- * reader's move of the receive queue to its own keeps the links between the datagrams); the
- * next is this socket's by its port (a freed and reused cursor links elsewhere) and is taken
- * as any claim is (udp_take).
- */
-static __always_inline struct sk_buff *udp_claim_next(struct sock *sk, struct udp_sock *up,
-						      struct netstack_cpu *cpu,
-						      struct netstack_pkt *p, __u64 *now)
-{
-	struct sk_buff *cur, *skb;
-
-	if (!cpu->udp_cursor || cpu->udp_cursor_sk != (__u64)sk || !up)
-		return NULL;
-	cur = bpf_rdonly_cast((void *)cpu->udp_cursor, bpf_core_type_id_kernel(struct sk_buff));
-	skb = cur->next;
-	if (!skb || !cur->prev || (void *)skb == (void *)&sk->sk_receive_queue ||
-	    (void *)skb == (void *)&up->reader_queue ||
-	    !udp_to_port(skb, sk->__sk_common.skc_num) || headers_hash(cur) != cpu->udp_cursor_fp)
-		return NULL;
-	return udp_take(sk, skb, p, now, false) ? skb : NULL;
-}
-
-/*
  * A UDP socket has a datagram queued (6.6+: sk_data_ready, after the enqueue): IP and UDP
  * are done, the wait for the application begins. TCP ends its protocol stage at tcp_probe
  * instead (all kernels; its data_ready comes after the segment is queued, already counted
@@ -1242,14 +1182,9 @@ int BPF_PROG(ns_data_ready, struct sock *sk)
 		return 0;
 	skb = udp_claim_own(sk, up, cpu, &p, &now);
 	if (!skb)
-		skb = udp_claim_next(sk, up, cpu, &p, &now);
-	if (!skb)
 		skb = udp_claim(sk, up, &p, &now);
 	if (!skb)
 		return 0;
-	cpu->udp_cursor = (__u64)skb;
-	cpu->udp_cursor_sk = (__u64)sk;
-	cpu->udp_cursor_fp = p.fp;
 	hist_add(&p, NS_PROTOCOL, now > p.ts ? now - p.ts : 0);
 	w = bpf_sk_storage_get(&ns_udp, sk, NULL, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!w) /* another CPU made it first, or no memory */
