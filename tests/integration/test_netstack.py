@@ -650,9 +650,9 @@ def test_windows_bottleneck(hosts, cleanup):
     """The agent with attach windows (--netstack-window 2 here: the default's 20 s period
     would make this test ten times as long; each window is one interval either way) names an
     injected bottleneck in plumb_netstack_bottleneck: a UDP flow h1 -> h2 learns its
-    baselines over the first 10 windows, 5 more windows flag nothing, then a TBF on h1's
-    eth0 is flagged (qdisc, eth0, h1, and nothing else) within 5 windows, and cleared
-    within 5 after the TBF goes."""
+    baselines over the first 10 windows, at least 9 of the next 10 flag nothing, then a TBF
+    on h1's eth0 is flagged (qdisc, eth0, h1, and nothing else) within 5 windows, and
+    cleared within 5 after the TBF goes."""
     h1 = hosts.names[0]
     agent = Agent(cleanup, "--modules", "netstack", "--netstack-window", "2",
                   wait_for_module=False)
@@ -686,7 +686,7 @@ def test_windows_bottleneck(hosts, cleanup):
         raise AssertionError(f"{n} windows did not end in time: {len(seen)} did, {seen}")
 
     warm = windows_then(10)
-    clean = windows_then(5)
+    clean = windows_then(10)
     log.append(f"warm-up {warm}, clean {clean}")
     sh(*tc, "add", "dev", "eth0", "root", "tbf", "rate", TBF_RATE, "burst", "10kb", "limit",
        "30000")
@@ -699,7 +699,9 @@ def test_windows_bottleneck(hosts, cleanup):
     cleared = windows_then(5, stop=lambda f: not f)
     log.append(f"TBF gone: {cleared}")
     print("  windows' flags: " + "; ".join(log))
-    assert not any(clean), f"clean windows flagged {clean}"
+    # the issue's standard for clean runs, 9 of 10 (a 6.12 guest beside another flagged
+    # h2's socket in one clean window: its iperf3 reader descheduled, a real slow reader)
+    assert sum(1 for f in clean if f) <= 1, f"clean windows flagged {clean}"
     assert injected[-1] == goal, f"the TBF not named alone within 5 windows: {injected}"
     assert not cleared[-1], f"not cleared within 5 windows of the TBF's removal: {cleared}"
 
