@@ -14,15 +14,16 @@
  * programs too unless --no-latency), the kernel's own price for any program there. --gate
  * makes them check the handover gate (bpf/gate.bpf.h) first: above the floor, its price.
  *
- * --windows N attaches the enter programs as the agent does by default (src/window.h): for
- * 1/N of each second (of each --window-period S seconds), timing every call then. Its
- * batches are 3 periods long instead of --calls calls; the report gives the share of the
- * time the windows were open.
+ * --windows N attaches the enter program as the agent does by default (enter_rw on raw
+ * sys_enter, src/window.h): for 1/N of each second (of each --window-period S seconds),
+ * timing every call then. Its batches are 3 periods long instead of --calls calls; the report
+ * gives the share of the time the windows were open.
  *
- * --no-enter: the windows' cost without their windows, in parts: the exit programs as they
- * are with latency on (their task-storage lookup on every call), the enter programs never
- * attached; --idle-events adds the perf events the windows keep open on the enter programs'
- * tracepoints (disabled, no program on them).
+ * --no-enter: the windows' cost without their windows: the exit programs as they are between
+ * windows (latency on, no call stamped: no task-storage lookup), the enter program never
+ * attached; --idle-events adds perf events on the read and write enter tracepoints (disabled,
+ * no program on them), what the windows kept open before 2026-12-05: their cost on every
+ * syscall.
  *
  * --seconds S makes every batch S seconds long instead of --calls calls (the clock read every
  * 1000 calls): the other modes measured as the windows are, for a like-for-like comparison.
@@ -149,11 +150,16 @@ static int subject_load(struct subject *sub, int floor, int latency, unsigned in
 			return -1;
 		sub->io->rodata->latency_enabled = latency;
 		sub->io->rodata->latency_sample_period = sub->windows ? 1 : sample;
+		sub->io->rodata->stamps_counted = sub->windows || sub->no_enter;
 		obj = sub->io->obj;
-		if (sub->windows || sub->no_enter)
-			bpf_object__for_each_program (p, obj)
-				if (!strncmp(bpf_program__name(p), "enter_", 6))
+		/* windows: enter_rw (raw sys_enter) in them, as src/modules/io.c picks it */
+		bpf_object__for_each_program (p, obj)
+			if (!strncmp(bpf_program__name(p), "enter_", 6)) {
+				if (sub->windows || sub->no_enter)
 					bpf_program__set_autoattach(p, false);
+				if ((p == sub->io->progs.enter_rw) != !!sub->windows)
+					bpf_program__set_autoload(p, false);
+			}
 	}
 	if (!latency)
 		bpf_object__for_each_program (p, obj)
@@ -197,7 +203,7 @@ static void subject_detach(struct subject *sub);
 static void program_run_times(struct subject *sub, int file_fd, int zero_fd, long calls)
 {
 	static const char *const progs[] = { "enter_pread64", "exit_pread64", "enter_read",
-					     "exit_read" };
+					     "exit_read", "enter_rw" };
 	struct bpf_prog_info info;
 	struct bpf_program *p;
 	__u32 len;
@@ -254,14 +260,9 @@ static int subject_attach(struct subject *sub)
 			}
 	if (!sub->windows)
 		return 0;
-	/* the read- and write-family enter programs, as src/modules/io.c picks them */
-	bpf_object__for_each_program (p, sub->io->obj)
-		if (!strncmp(bpf_program__name(p), "enter_", 6) && n < WINDOW_MAX_PROGRAMS &&
-		    (strstr(bpf_program__name(p), "read") ||
-		     strstr(bpf_program__name(p), "write"))) {
-			fds[n] = bpf_program__fd(p);
-			points[n++] = strchr(bpf_program__section_name(p), '/') + 1;
-		}
+	/* the windows' one enter program, on raw sys_enter (a tp_btf program: no perf event) */
+	fds[n] = bpf_program__fd(sub->io->progs.enter_rw);
+	points[n++] = NULL;
 	sub->nwindowed = n;
 	sub->window =
 		attach_window_start(fds, points, n, sub->period_s * 1000000000ull / sub->windows,

@@ -3,7 +3,9 @@
 
 Configurations: the floor (empty programs on the same tracepoints: exit only, and enter +
 exit), and the io module without latency, with latency in windows of 1/16 of each second
-(the default since 2026-12-03: enter programs attached only then), with the enter programs
+(the default since 2026-12-03: an enter program attached only then, since 2026-12-05 one on
+raw sys_enter), the exits between windows alone (--no-enter) and with the idle perf events
+the windows kept open before 2026-12-05 (--idle-events), with the enter programs
 always attached and timing a random one call in 16 (the default before; what the
 args-at-enter fallback still does), and with every call timed. Each is a separate process that attaches and detaches its programs
 between batches, pinned to one CPU. Then the handover gate's price: exit programs that only
@@ -31,6 +33,11 @@ CONFIGS = [
     ("io module, no latency (--no-io-latency)", ["--no-latency"]),
     ("io module, latency in windows, 1/16 of the time (default)",
      ["--windows", "16"]),
+    ("io module, latency in windows: the exits between windows alone (no enter program)",
+     ["--no-enter"]),
+    ("io module, latency in windows: the exits between windows, and idle perf events on the "
+     "ten enter tracepoints (what the windows kept open before 2026-12-05)",
+     ["--no-enter", "--idle-events"]),
     ("io module, latency 1 call in 16, enter programs always attached (the default before "
      "2026-12-03)", ["--sample", "16"]),
     ("io module, every call timed (--io-latency-sample 1)", ["--sample", "1"]),
@@ -66,9 +73,10 @@ def main():
             # --windows: the share of each row's time the windows were open
             out += [f"- {line}" for line in r.stderr.splitlines() if "windows open" in line]
             if "--windows" in args:
-                out += ["", "Batches of 3 s here (whole seconds from the attach: each "
-                        "program's window falls in each exactly once); the bpf_stats table "
-                        "counts runs in the windows only.", ""]
+                out += ["", "Batches of 3 s here (whole seconds from the attach: the "
+                        "window falls in each exactly once); in the bpf_stats table the "
+                        "enter program's runs are those in the windows (every syscall of "
+                        "the process then), the exits' all.", ""]
         out += gate_price(cpu, f)
         os.makedirs(RESULTS, exist_ok=True)
         path = os.path.join(RESULTS, "hotpath.md")

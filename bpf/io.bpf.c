@@ -40,6 +40,18 @@ const volatile __u32 latency_sample_period = 1;
  * them there. Costs an enter program on every counted syscall; chosen only when probed absent.
  */
 const volatile bool args_at_enter = false;
+/*
+ * Latency in windows (the default): the enter programs stamp calls only while attached, so
+ * outside the windows no thread has a stamp once the calls a window timed have returned.
+ * io_stamps counts the stamps set and not yet cleared (an atomic add at each, in the windows
+ * only), and an exit looks in task storage only while it is not 0: the rest of the time the
+ * exit makes no storage call (a helper call, ~30 ns; bench/results/hotpath.md). A thread that
+ * ends with a stamp (it cannot: its syscall's exit clears it first) or whose fd became a pipe
+ * or socket under a timed call (the exit returns before its storage; the thread's next call
+ * clears it) leaves the count high: the exits then look again, as before, and lose nothing.
+ */
+const volatile bool stamps_counted = false;
+__u64 io_stamps;
 
 #define S_IFMT	     00170000
 #define S_IFREG	     0100000
@@ -304,32 +316,41 @@ static __always_inline bool counted_file(struct file *file)
 	return type == S_IFREG || type == S_IFBLK;
 }
 
+/*
+ * A read or write call entering (the usual case): only a sampled call is timed, nothing else
+ * is stored, and only one on a file the exit counts (or an fd it cannot resolve now): the
+ * exit of a call on a pipe, socket or device then needs no storage lookup to clear a stamp
+ * (rw_exit).
+ */
+static __always_inline void rw_stamp(struct task_struct *task, long nr, long fd)
+{
+	struct syscall_start *start;
+	struct file *file;
+
+	if (!latency_sampled())
+		return;
+	file = fd_to_file(task, fd);
+	if (file && !counted_file(file))
+		return;
+	start = bpf_task_storage_get(&io_start, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!start)
+		return;
+	if (stamps_counted && !start->ts)
+		__sync_fetch_and_add(&io_stamps, 1);
+	start->ts = bpf_ktime_get_ns();
+	start->nr = nr;
+	/* whose call this stamp times: a struct file's address alone is reused */
+	start->args[0] = (unsigned long)file;
+	start->args[1] = file_inode_addr(file);
+}
+
 static __always_inline int syscall_enter(struct syscall_enter_ctx *ctx, int nargs)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct syscall_start *start;
-	struct file *file;
 
 	if (!args_at_enter) {
-		/*
-		 * The usual case (read/write enter programs, in the latency windows): only a
-		 * sampled call is timed, nothing else is stored, and only one on a file the
-		 * exit counts (or an fd it cannot resolve now): the exit of a call on a pipe,
-		 * socket or device then needs no storage lookup to clear a stamp (rw_exit).
-		 */
-		if (!latency_sampled())
-			return 0;
-		file = fd_to_file(task, ctx->args[0]);
-		if (file && !counted_file(file))
-			return 0;
-		start = bpf_task_storage_get(&io_start, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
-		if (start) {
-			start->ts = bpf_ktime_get_ns();
-			start->nr = ctx->nr;
-			/* whose call this stamp times: a struct file's address alone is reused */
-			start->args[0] = (unsigned long)file;
-			start->args[1] = file_inode_addr(file);
-		}
+		rw_stamp(task, ctx->nr, ctx->args[0]);
 		return 0;
 	}
 	start = bpf_task_storage_get(&io_start, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -394,7 +415,7 @@ static __always_inline int rw_exit(struct syscall_exit_ctx *ctx, int dir)
 	}
 	/* take the entry time (and arguments), and always clear them: a timed call whose file
 	 * went away must not leave its timestamp to the next, untimed, call of the syscall */
-	if (latency_enabled || args_at_enter)
+	if (args_at_enter || (latency_enabled && (!stamps_counted || io_stamps)))
 		start = bpf_task_storage_get(&io_start, task, NULL, 0);
 	if (start && start->nr == ctx->nr) {
 		/*
@@ -407,6 +428,8 @@ static __always_inline int rw_exit(struct syscall_exit_ctx *ctx, int dir)
 		if (args_at_enter || (start->args[0] == (unsigned long)file &&
 				      start->args[1] == file_inode_addr(file)))
 			start_ns = start->ts;
+		if (stamps_counted && start->ts)
+			__sync_fetch_and_sub(&io_stamps, 1);
 		start->ts = 0;
 		if (args_at_enter) {
 			fd = start->args[0];
@@ -562,6 +585,64 @@ static __always_inline int open_exit(struct syscall_exit_ctx *ctx, long dirfd, c
 		return 0;
 	count_op(vfsmount_id(file_mnt(file)),
 		 BPF_CORE_READ(file, f_mode) & FMODE_CREATED ? IO_OP_CREATE : IO_OP_OPEN, 0);
+	return 0;
+}
+
+/*
+ * The latency windows' enter program (the default): one program on the raw sys_enter
+ * tracepoint, attached only inside the windows, instead of the ten per-syscall enter
+ * programs. Any perf event on a syscall's enter tracepoint hooks perf into sys_enter for
+ * every syscall of the host, attached or idle (~20 ns each, docs/architecture.md); with
+ * this, nothing runs at sys_enter between the windows, and inside them every syscall pays
+ * the raw dispatch and the check of its number. The syscall numbers are the per-syscall
+ * tracepoints' (their nr); 32-bit (compat) calls are theirs to skip, as those tracepoints
+ * do (the exits never see them).
+ */
+#if defined(__TARGET_ARCH_x86)
+#define NR_read	    0
+#define NR_write    1
+#define NR_pread64  17
+#define NR_pwrite64 18
+#define NR_readv    19
+#define NR_writev   20
+#define NR_preadv   295
+#define NR_pwritev  296
+#define NR_preadv2  327
+#define NR_pwritev2 328
+#define TS_COMPAT   0x0002 /* arch/x86/include/asm/thread_info.h: thread_info.status */
+#else
+#error "plumb io: syscall numbers of this architecture"
+#endif
+
+static __always_inline bool rw_syscall(long id)
+{
+	switch (id) {
+	case NR_read:
+	case NR_write:
+	case NR_pread64:
+	case NR_pwrite64:
+	case NR_readv:
+	case NR_writev:
+	case NR_preadv:
+	case NR_pwritev:
+	case NR_preadv2:
+	case NR_pwritev2:
+		return true;
+	}
+	return false;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(enter_rw, struct pt_regs *regs, long id)
+{
+	struct task_struct *task;
+
+	if (!rw_syscall(id) || !gate_open())
+		return 0;
+	task = bpf_get_current_task_btf();
+	if (task->thread_info.status & TS_COMPAT)
+		return 0;
+	rw_stamp(task, id, SYSCALL_ARG1(regs));
 	return 0;
 }
 

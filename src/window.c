@@ -118,8 +118,13 @@ static bool window_run(struct attach_window *w, uint64_t start, bool *warned)
 			if (stop)
 				continue;
 			links[next_attach] =
-				bpf_link_create(w->prog_fds[next_attach], w->perf_fds[next_attach],
-						BPF_PERF_EVENT, NULL);
+				w->perf_fds[next_attach] < 0 ?
+					bpf_raw_tracepoint_open(NULL, w->prog_fds[next_attach]) :
+					bpf_link_create(w->prog_fds[next_attach],
+							w->perf_fds[next_attach], BPF_PERF_EVENT,
+							NULL);
+			if (links[next_attach] < 0)
+				links[next_attach] = -errno;
 			if (links[next_attach] < 0) {
 				if (!*warned)
 					pr_warn("io: latency window cannot attach: %s (counted in "
@@ -211,6 +216,8 @@ struct attach_window *attach_window_open(const int *prog_fds, const char *const 
 		w->perf_fds[i] = -1;
 	for (size_t i = 0; i < n; i++) {
 		w->prog_fds[i] = prog_fds[i];
+		if (!points[i])
+			continue; /* a tp_btf program: its point is its own */
 		w->perf_fds[i] = window_tracepoint_event(points[i]);
 		if (w->perf_fds[i] < 0) {
 			snprintf(err, errlen, "latency window: cannot open a perf event on %s: %s",

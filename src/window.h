@@ -4,12 +4,12 @@
 
 /*
  * Programs attached for a window of every period, from a thread of their own: io's latency
- * sampling (docs/architecture.md, "Latency windows"). An enter program on a syscall
- * tracepoint costs every call of that syscall on the host its dispatch (~190 ns on the AMD
- * hosts, bench/results/hotpath.md) even when it decides to do nothing; attached 1/N of the
- * time it costs 1/N of that.
+ * sampling (docs/architecture.md, "Latency windows"). An enter program costs every call it
+ * sees its dispatch (~190 ns on the AMD hosts, bench/results/hotpath.md) even when it decides
+ * to do nothing; attached 1/N of the time it costs 1/N of that. io's is one tp_btf program
+ * (raw sys_enter), attached with BPF_RAW_TRACEPOINT_OPEN and detached by closing the link.
  *
- * Each program gets a perf event on its tracepoint, opened once and never enabled (a BPF
+ * A program on a tracepoint event instead gets a perf event, opened once and never enabled (a BPF
  * program on a tracepoint event runs whether the event is enabled or not); a window attaches
  * each program with BPF_LINK_CREATE (~10 us) and closes its link window_ns later. A program
  * stops at the start of its link's close, but the close then waits for an RCU grace period
@@ -34,7 +34,8 @@ struct attach_window_stats {
 };
 
 /*
- * Opens a perf event for each of n tracepoints ("category/event"): the windows, not yet
+ * Opens a perf event for each of n tracepoints ("category/event"; NULL for a tp_btf program,
+ * attached to its own raw tracepoint with BPF_RAW_TRACEPOINT_OPEN): the windows, not yet
  * running. From attach_window_run on, in each period of period_ns, each of the programs
  * prog_fds[0..n) is attached for window_ns, from a random offset (n * 50 ms + window_ns must
  * fit in the period). NULL with err on failure (nothing left open).

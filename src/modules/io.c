@@ -99,7 +99,7 @@ struct io_state {
 	 * every period_ns (src/window.h); NULL when every call is timed or latency is off */
 	struct attach_window *windows;
 	uint64_t window_ns, period_ns;
-	const char *windowed[WINDOW_MAX_PROGRAMS]; /* their syscalls' names, in window order */
+	const char *windowed[WINDOW_MAX_PROGRAMS]; /* the syscalls the windows time */
 	size_t nwindowed;
 	bool window_warned; /* the windows' thread could not start (said once) */
 };
@@ -657,12 +657,14 @@ static int io_collect(struct plumb_module *m, struct prom_writer *w)
 				    "Latency windows that could not attach their programs (not "
 				    "timed).");
 			prom_sample(w, NULL, 0, (double)ws.failed);
-			prom_family(w, "plumb_io_latency_window_seconds_total", PROM_COUNTER,
-				    "Time the syscall's enter program was attached, in latency "
-				    "windows: its calls that entered then are the ones timed.");
+			prom_family(
+				w, "plumb_io_latency_window_seconds_total", PROM_COUNTER,
+				"Time the latency windows' enter program was attached (one for "
+				"every read and write syscall): the calls that entered then are "
+				"the ones timed.");
 			for (size_t k = 0; k < s->nwindowed; k++) {
 				l[0] = (struct prom_label){ "syscall", s->windowed[k] };
-				prom_sample(w, l, 1, ws.attached_ns[k] / 1e9);
+				prom_sample(w, l, 1, ws.attached_ns[0] / 1e9);
 			}
 		}
 		for (int k = 0; k < IO_LAT_BUCKETS - 1; k++)
@@ -816,8 +818,12 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 		latency = false;
 		why_latency = " (unsupported: no task_storage)";
 	}
-	/* with args_at_enter every enter program runs on every call anyway: sampled per call */
-	windows = latency && !args_at_enter && cfg->io_latency_sample > 1;
+	/*
+	 * with args_at_enter every enter program runs on every call anyway: sampled per call;
+	 * and so without tp_btf, which the windows' one enter program is (bpf/io.bpf.c)
+	 */
+	windows =
+		latency && !args_at_enter && cfg->io_latency_sample > 1 && kernel_has(FEAT_TP_BTF);
 	/* test-only: a required tracepoint that no kernel has */
 	if (test_tp && *test_tp) {
 		char point[64];
@@ -836,6 +842,17 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 		const char *syscall = strchr(name, '_') + 1, *point = strchr(sec, '/') + 1;
 		char exit_tp[64];
 
+		if (!strcmp(name, "enter_rw")) { /* the windows' program, on raw sys_enter */
+			if (windows) {
+				bpf_program__set_autoattach(prog, false);
+				module_attach_note(m, sec, name, "chosen: in latency windows");
+				nenter++;
+			} else {
+				bpf_program__set_autoload(prog, false);
+				module_attach_note(m, sec, name, "off: windows not used");
+			}
+			continue;
+		}
 		snprintf(exit_tp, sizeof(exit_tp), "sys_exit_%s", syscall);
 		/* an enter program goes with its exit: no exit, nothing to count */
 		if (!tracepoint_exists("syscalls", exit_tp) ||
@@ -867,11 +884,11 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 			continue;
 		}
 		if (enter && windows) {
-			bpf_program__set_autoattach(prog, false);
-			module_attach_note(m, point, name, "chosen: in latency windows");
-		} else {
-			module_attach_note(m, point, name, "chosen");
+			bpf_program__set_autoload(prog, false);
+			module_attach_note(m, point, name, "off: timed by tp_btf/sys_enter");
+			continue;
 		}
+		module_attach_note(m, point, name, "chosen");
 		if (enter)
 			nenter++;
 		else
@@ -882,6 +899,7 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 	s->skel->rodata->args_at_enter = args_at_enter;
 	s->skel->rodata->latency_enabled = latency;
 	s->skel->rodata->latency_sample_period = windows ? 1 : cfg->io_latency_sample;
+	s->skel->rodata->stamps_counted = windows;
 	if (windows) {
 		s->window_ns = IO_WINDOW_PERIOD_NS / cfg->io_latency_sample;
 		if (s->window_ns < IO_WINDOW_MIN_NS)
@@ -911,27 +929,26 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 }
 
 /*
- * The read/write enter programs io_choose() left to the windows: their perf events, opened
- * now; the windows start at the first tick (io_tick), after the agent has dropped its
- * capabilities, which a thread keeps from its start.
+ * The windows' enter program (enter_rw, on raw sys_enter), which io_choose() left
+ * unattached; the windows start at the first tick (io_tick), after the agent has dropped its
+ * capabilities, which a thread keeps from its start. The syscalls it times are the read and
+ * write family's (their exit programs' names).
  */
 static int io_windows_open(struct io_state *s, char *err, size_t errlen)
 {
-	const char *points[WINDOW_MAX_PROGRAMS];
-	int fds[WINDOW_MAX_PROGRAMS];
+	int fd = bpf_program__fd(s->skel->progs.enter_rw);
+	const char *point = NULL; /* a tp_btf program: no perf event */
 	struct bpf_program *prog;
-	size_t n = 0;
 
+	s->nwindowed = 0;
 	bpf_object__for_each_program (prog, s->skel->obj) {
-		if (bpf_program__autoattach(prog) || bpf_program__fd(prog) < 0 ||
-		    n == WINDOW_MAX_PROGRAMS)
-			continue;
-		fds[n] = bpf_program__fd(prog);
-		points[n] = strchr(bpf_program__section_name(prog), '/') + 1;
-		s->windowed[n++] = strchr(bpf_program__name(prog), '_') + 1;
+		const char *name = bpf_program__name(prog);
+
+		if (!strncmp(name, "exit_", 5) && io_rw_syscall(name + 5) &&
+		    bpf_program__fd(prog) >= 0 && s->nwindowed < WINDOW_MAX_PROGRAMS)
+			s->windowed[s->nwindowed++] = name + 5;
 	}
-	s->nwindowed = n;
-	s->windows = attach_window_open(fds, points, n, s->window_ns, s->period_ns, err, errlen);
+	s->windows = attach_window_open(&fd, &point, 1, s->window_ns, s->period_ns, err, errlen);
 	return s->windows ? 0 : -EINVAL;
 }
 

@@ -216,6 +216,26 @@ def bpf_stats_on(cleanup):
     return path
 
 
+def io_globals(pid):
+    """The io module's BPF globals (its .bss) in the agent pid: found among the maps the
+    agent holds (their fdinfo), dumped by bpftool."""
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                info = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+        except OSError:
+            continue  # closed since
+        if "map_id" not in info:
+            continue
+        mid = info["map_id"].strip()
+        if json.loads(sh("bpftool", "map", "show", "id", mid, "-j").stdout)["name"] != \
+                "io_bpf.bss":
+            continue
+        dump = json.loads(sh("bpftool", "map", "dump", "id", mid, "-j").stdout)
+        return {k: v for d in dump[0]["formatted"]["value"][".bss"] for k, v in d.items()}
+    raise AssertionError(f"no io .bss map in process {pid}")
+
+
 def test_stale_stamp(world, agent, cleanup):
     """A timed read whose fd becomes a pipe before it returns leaves no stamp behind: the
     thread's next read, on another file and not timed, must not be timed from that stamp.
@@ -269,7 +289,7 @@ def test_latency_windows(world, agent, cleanup):
             fh.write(os.urandom(4096))
         span0 = time.monotonic()  # before the first scrape: the windows are counted between
         m0 = a16.metrics()
-        runs0 = value(m0, "plumb_bpf_program_runs_total", module="io", program="enter_pread64")
+        runs0 = value(m0, "plumb_bpf_program_runs_total", module="io", program="enter_rw")
         secs0 = value(m0, "plumb_io_latency_window_seconds_total", syscall="pread64")
         wins0 = value(m0, "plumb_io_latency_windows_total")
         duration = 8.0
@@ -283,7 +303,7 @@ def test_latency_windows(world, agent, cleanup):
         assert value(m, "plumb_io_read_calls_total", **lab) == calls, "calls not exact"
         timed = value(m, "plumb_io_latency_seconds_count", op="read", **lab)
         runs = value(m, "plumb_bpf_program_runs_total", module="io",
-                     program="enter_pread64") - runs0
+                     program="enter_rw") - runs0
         secs = value(m, "plumb_io_latency_window_seconds_total", syscall="pread64") - secs0
         wins = value(m, "plumb_io_latency_windows_total") - wins0
         # one window a second, each at a random point of its second (src/window.c): at least
@@ -297,7 +317,7 @@ def test_latency_windows(world, agent, cleanup):
         assert_privileges_dropped(a16.proc.pid)
         share = secs / took
         print(f"  {calls} preads in {took:.1f} s: {timed:.0f} timed ({timed / calls:.4f} of the "
-              f"calls), enter_pread64 ran {runs:.0f} times; windows {secs:.3f} s ({share:.4f} of "
+              f"calls), enter_rw ran {runs:.0f} times; windows {secs:.3f} s ({share:.4f} of "
               f"the time, 1/16 = 0.0625); {wins:.0f} windows, {span:.1f} s between the scrapes")
         # 8 windows of 62.5 ms, give or take one at the edges; longer when the closes that end
         # them are slow (a loaded, emulated guest: 1.8x), which the agent measures and exports
@@ -308,9 +328,16 @@ def test_latency_windows(world, agent, cleanup):
         # them); every call timed would be 16x
         assert 0.6 <= timed / calls / share <= 1.5, \
             f"{timed:.0f} of {calls} calls timed, the windows {share:.4f} of the time"
-        # the enter program ran on the timed calls (and any other pread of the host then), not
-        # on every call: per-call sampling would run it on all of them
-        assert timed <= runs <= calls / 4, f"enter_pread64 ran {runs:.0f} times for {calls} calls"
+        # the enter program ran on the timed calls (and any other syscall of the host then),
+        # not on every call: per-call sampling would run it on all of them
+        assert timed <= runs <= calls / 4, f"enter_rw ran {runs:.0f} times for {calls} calls"
+        # between windows the exits make no task-storage lookup while no stamp is out: the
+        # count of stamps set and not cleared (bpf/io.bpf.c, io_stamps) comes back to 0 once
+        # the calls a window timed have returned; a stamp never cleared would keep it above
+        deadline = time.monotonic() + 5
+        while (stamps := io_globals(a16.proc.pid)["io_stamps"]) != 0:
+            assert time.monotonic() < deadline, f"io_stamps stays at {stamps}"
+            time.sleep(0.05)
     finally:
         a16.stop()  # a failed check must not leave it attached for the tests after
 
