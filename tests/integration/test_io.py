@@ -9,6 +9,7 @@ the test asked for, and compared exactly with what the agent exports.
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -742,6 +743,48 @@ def test_sigterm(world, agent, cleanup):
     assert time.time() < deadline, "the perf-event releasing child did not exit"
 
 
+SIGTERM_CHILD = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from lib import Cleanup, mount_tmpfs
+cleanup = Cleanup()
+try:
+    mount_tmpfs(cleanup, sys.argv[2], size_mb=1)
+    print("mounted", flush=True)
+    time.sleep(60)
+finally:
+    cleanup.run()
+"""
+
+
+def test_sigterm_cleans_up(world, agent, cleanup):
+    """A test process killed by SIGTERM (a timeout) still undoes what it made: a child
+    that mounts a tmpfs through lib's Cleanup and sleeps, sent SIGTERM, exits 143 with the
+    mount gone and its directory removed."""
+    d = tempfile.mkdtemp(prefix="plumb-it-sigterm-", dir="/tmp")
+    mnt = os.path.join(d, "m")
+    cleanup.add(shutil_rmtree_unmounted, d)
+    child = subprocess.Popen([sys.executable, "-c", SIGTERM_CHILD, os.path.dirname(
+        os.path.abspath(__file__)), mnt], stdout=subprocess.PIPE, text=True)
+    cleanup.add(child.kill)
+    assert child.stdout.readline().strip() == "mounted", "the child did not mount"
+    assert os.path.ismount(mnt), f"{mnt} not mounted"
+    child.send_signal(signal.SIGTERM)
+    rc = child.wait(timeout=10)
+    assert rc == 143, f"the child exited {rc}"
+    assert not os.path.exists(mnt), f"{mnt} left behind (mounted: {os.path.ismount(mnt)})"
+
+
+def shutil_rmtree_unmounted(d):
+    """Removes d after unmounting anything a failed test left mounted under it."""
+    for name in os.listdir(d):
+        path = os.path.join(d, name)
+        if os.path.ismount(path):
+            sh("umount", "-l", path)
+        os.rmdir(path)
+    os.rmdir(d)
+
+
 def main():
     require_root()
     if not os.path.exists(IOWORK):
@@ -776,11 +819,16 @@ def main():
                          ("cli: errors and exit codes", test_cli_errors),
                          ("agent: a module that cannot attach", test_module_failure),
                          ("agent: BPF program statistics", test_bpf_stats),
-                         ("agent: SIGTERM", test_sigterm)):
+                         ("agent: SIGTERM", test_sigterm),
+                         ("tests: a SIGTERM'd test process still cleans up",
+                          test_sigterm_cleans_up)):
             if fn is test_io_view_table:
                 runner.run_host("the table's layout is user space; --json above checks the "
                                 "view's numbers on every kernel", name, fn, world, agent,
                                 cleanup)
+            elif fn is test_sigterm_cleans_up:
+                runner.run_host("the test harness's own code, the same on every kernel", name,
+                                fn, world, agent, cleanup)
             else:
                 runner.run(name, fn, world, agent, cleanup)
     except Exception as e:
