@@ -123,8 +123,6 @@ static bool window_run(struct attach_window *w, uint64_t start, bool *warned)
 					bpf_link_create(w->prog_fds[next_attach],
 							w->perf_fds[next_attach], BPF_PERF_EVENT,
 							NULL);
-			if (links[next_attach] < 0)
-				links[next_attach] = -errno;
 			if (links[next_attach] < 0) {
 				if (!*warned)
 					pr_warn("io: latency window cannot attach: %s (counted in "

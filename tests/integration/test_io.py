@@ -763,7 +763,7 @@ def test_sigterm_cleans_up(world, agent, cleanup):
     mount gone and its directory removed."""
     d = tempfile.mkdtemp(prefix="plumb-it-sigterm-", dir="/tmp")
     mnt = os.path.join(d, "m")
-    cleanup.add(shutil_rmtree_unmounted, d)
+    cleanup.add(remove_unmounted, d)
     child = subprocess.Popen([sys.executable, "-c", SIGTERM_CHILD, os.path.dirname(
         os.path.abspath(__file__)), mnt], stdout=subprocess.PIPE, text=True)
     cleanup.add(child.kill)
@@ -775,7 +775,7 @@ def test_sigterm_cleans_up(world, agent, cleanup):
     assert not os.path.exists(mnt), f"{mnt} left behind (mounted: {os.path.ismount(mnt)})"
 
 
-def shutil_rmtree_unmounted(d):
+def remove_unmounted(d):
     """Removes d after unmounting anything a failed test left mounted under it."""
     for name in os.listdir(d):
         path = os.path.join(d, name)
