@@ -666,6 +666,14 @@ static int io_collect(struct plumb_module *m, struct prom_writer *w)
 				l[0] = (struct prom_label){ "syscall", s->windowed[k] };
 				prom_sample(w, l, 1, ws.attached_ns[0] / 1e9);
 			}
+			prom_family(w, "plumb_io_latency_stamps", PROM_GAUGE,
+				    "Timed calls not returned yet: stamps the latency windows' "
+				    "enter program set that no exit has cleared. 0 between "
+				    "windows; while above 0 every counted call's exit looks up "
+				    "its stamp (slower, not wrong).");
+			prom_sample(w, NULL, 0,
+				    (double)__atomic_load_n(&s->skel->bss->io_stamps,
+							    __ATOMIC_RELAXED));
 		}
 		for (int k = 0; k < IO_LAT_BUCKETS - 1; k++)
 			bounds[k] = io_latency_bound(k);

@@ -24,6 +24,10 @@
  *                            userfaultfd page that a second thread fills only after MS
  *   swapread:PATH:MS         the same, and while it waits the second thread puts a pipe on
  *                            its fd (dup2): the read ends with the fd no longer PATH's
+ *   ia32seek:PATH:MS         for MS, 32-bit syscalls from this 64-bit process: int $0x80,
+ *                            eax 19 (ia32's lseek; x86_64's 19 is readv) on PATH opened, rdi
+ *                            holding its fd too; prints the calls made. Exits 77 when the
+ *                            kernel takes no 32-bit syscalls (a probe child's int $0x80 faults)
  *   sleep:MS
  *   stream:DIR:CHUNK:STOP    until the file STOP exists: write() CHUNK bytes to DIR/stream
  *                            (created) and mkdir() DIR/d/<n> (DIR/d created), then sleep
@@ -44,6 +48,8 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
 
 static char buf[1 << 20];
 /* an address that is never mapped, hidden from the compiler's buffer-size checks */
@@ -214,6 +220,65 @@ static void stream(const char *dir, long chunk, const char *stop)
 	fflush(stdout);
 }
 
+#ifdef __x86_64__
+/* A 32-bit syscall: the kernel takes its arguments from ebx, ecx, edx; rdi gets the first too,
+ * where a program reading x86_64's registers would look for it. */
+static long int80(long nr, long a1, long a2, long a3)
+{
+	long r;
+
+	__asm__ volatile("int $0x80"
+			 : "=a"(r)
+			 : "a"(nr), "b"(a1), "c"(a2), "d"(a3), "D"(a1)
+			 : "memory", "cc", "r8", "r9", "r10", "r11");
+	return r;
+}
+
+static long now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void ia32_seek(const char *path, long ms)
+{
+	long calls = 0, end;
+	int fd, status;
+	pid_t pid;
+
+	pid = fork(); /* the probe: without IA32 emulation int $0x80 is a general protection fault */
+	if (pid < 0)
+		die("ia32seek", "fork");
+	if (!pid)
+		_exit(int80(20, 0, 0, 0) == getpid() ? 0 : 1); /* ia32's getpid */
+	if (waitpid(pid, &status, 0) != pid)
+		die("ia32seek", "waitpid");
+	if (!WIFEXITED(status)) {
+		fprintf(stderr,
+			"iowork: ia32seek: this kernel takes no 32-bit syscalls "
+			"(int $0x80 killed the probe with signal %d)\n",
+			WTERMSIG(status));
+		exit(77);
+	}
+	if (WEXITSTATUS(status))
+		die("ia32seek", "ia32 getpid returned another pid");
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		die("ia32seek", path);
+	end = now_ms() + ms;
+	do {
+		for (int i = 0; i < 1000; i++, calls++)
+			if (int80(19, fd, 0, SEEK_SET) != 0)
+				die("ia32seek", "ia32 lseek(fd, 0, SEEK_SET) did not return 0");
+	} while (now_ms() < end);
+	close(fd);
+	printf("ia32 calls %ld\n", calls);
+	fflush(stdout);
+}
+#endif
+
 static void run(char *spec)
 {
 	char *f[4] = { 0 };
@@ -276,6 +341,10 @@ static void run(char *spec)
 		slow_read(f[1], num(f[2], f[0]), !strcmp(f[0], "swapread"));
 	} else if (!strcmp(f[0], "stream") && nf == 4) {
 		stream(f[1], num(f[2], f[0]), f[3]);
+#ifdef __x86_64__
+	} else if (!strcmp(f[0], "ia32seek") && nf == 3) {
+		ia32_seek(f[1], num(f[2], f[0]));
+#endif
 	} else if (!strcmp(f[0], "sleep") && nf == 2) {
 		usleep(num(f[1], f[0]) * 1000);
 	} else {
