@@ -17,7 +17,8 @@ bridge in a third; traffic never leaves the machine.
       at 1 in N the expected cost per flow is the first / N plus the second
   the default inside one sockperf run: the p50 of all round trips over the p50 of those
       between windows, period by period, and a bound for the rest of the agent from its own
-      CPU time (sockperf_in_run)
+      CPU time (sockperf_in_run); and inside one iperf3 run: the rate over all 0.1 s
+      intervals over the rate of those between windows, likewise (iperf3_in_run)
   per-event cost: bpf_stats run time / run count of each program under iperf3
 
 PLUMB_BENCH_PAIRS (default 5) pairs of PLUMB_BENCH_RUNTIME (default 8) seconds each (the
@@ -245,6 +246,62 @@ def sockperf_in_run(path, periods=IN_RUN_PERIODS):
             "round_trips": len(latency)}
 
 
+def iperf3_in_run(path, periods=IN_RUN_PERIODS):
+    """The default's windows, inside one iperf3 run (one run: the rate it settles at, which
+    wanders 15-18 Gbit/s from one run to the next here, is the same for both sides). iperf3
+    -i 0.1 -J gives the bytes sent in each 0.1 s interval (seconds from the test's start,
+    placed on CLOCK_MONOTONIC by the time iperf3 was started: the connection's setup, a few
+    ms, is left in); the agent's -v log gives each window's span. For each period from one
+    window to the next: the rate over all its intervals over the rate of those between
+    windows (IN_RUN_MARGIN off each side). The agent's own CPU time over the run can take at
+    most that share of one CPU from iperf3: a rate at most that share lower."""
+    runtime = periods * DEFAULT_WINDOW + 5
+    c = Cleanup()
+    try:
+        agent = Agent(c, "--modules", "netstack", "-v", wait_for_module=False)
+        time.sleep(1)
+        cpu0 = agent_cpu(agent.proc.pid)
+        t0 = time.monotonic()
+        out = json.loads(path.h1("iperf3", "-c", path.hosts.addrs[1], "-p",
+                                 str(path.iperf_port), "-t", str(runtime), "-i", "0.1", "-J",
+                                 timeout=runtime + 60))
+        t1 = time.monotonic()
+        cpu = (agent_cpu(agent.proc.pid) - cpu0) / (t1 - t0)
+    finally:
+        c.run()
+    windows = netstack_windows(agent.output())
+    spans = [(a, d) for (a, _), d in zip(windows["spans"], windows["detached"])]
+    intervals = [(t0 + i["sum"]["start"], t0 + i["sum"]["end"], i["sum"]["bytes"])
+                 for i in out["intervals"]]
+    setup = (t1 - t0) - (intervals[-1][1] - t0)  # the connection's setup and teardown
+
+    def rate(chosen):
+        return sum(b for _, _, b in chosen) / sum(e - s for s, e, _ in chosen)
+
+    ratios, inside = [], []
+    for (a0, d0), (a1, _) in zip(spans, spans[1:]):
+        if a0 < intervals[0][0] or a1 > intervals[-1][1]:
+            continue
+        every = [iv for iv in intervals if a0 <= (iv[0] + iv[1]) / 2 < a1]
+        between = [iv for iv in every if d0 + IN_RUN_MARGIN <= iv[0] and
+                   iv[1] <= a1 - IN_RUN_MARGIN]
+        within = [iv for iv in every if a0 <= iv[0] and iv[1] <= d0]
+        ratios.append(rate(every) / rate(between))
+        if within:
+            inside.append(rate(within) / rate(between))
+    if len(ratios) < 2:
+        raise RuntimeError(f"iperf3 in one run: {len(ratios)} whole periods; windows {spans}, "
+                           f"intervals {intervals[0][0]:.1f}-{intervals[-1][1]:.1f}")
+    logs = [math.log(r) for r in ratios]
+    mean, se = statistics.mean(logs), statistics.stdev(logs) / math.sqrt(len(logs))
+    t = T95.get(len(logs) - 1, 2.0)
+    return {"periods": len(ratios), "median": statistics.median(ratios),
+            "gmean": math.exp(mean), "ci": (math.exp(mean - t * se), math.exp(mean + t * se)),
+            "inside": statistics.median(inside), "cpu": cpu, "presence": 1 - cpu,
+            "intervals": len(intervals), "setup": setup,
+            "gbits": 8 * rate(intervals) / 1e9}
+
+
 # Student's t, two-sided 95%, by degrees of freedom
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
        9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120,
@@ -301,9 +358,10 @@ every 20 s (--netstack-window 20): those runs last 2 periods (40 s: the first wi
 at the agent's start, one more in the second period), the 10 s period's 3 (30 s); the cases
 with --netstack-window 1 have the programs attached throughout. sockperf's p50 settles in one
 of a few modes for tens of seconds at a time, with or without plumb, which pairs of runs
-cannot tell from a 2% cost; so the default's p50 is also measured inside one run: its
-windows against the time between them, and a bound for the rest of the agent from its own
-CPU time (PLUMB_BENCH_IN_RUN_PERIODS periods of 20 s).""")
+cannot tell from a 2% cost, and iperf3's rate wanders 15-18 Gbit/s from run to run; so the
+default's p50 and throughput are also measured inside one run each: its windows against the
+time between them, and a bound for the rest of the agent from its own CPU time
+(PLUMB_BENCH_IN_RUN_PERIODS periods of 20 s).""")
     try:
         if subprocess.run(["sysctl", "-n", "kernel.bpf_stats_enabled"], capture_output=True,
                           text=True).stdout.strip() != "0":
@@ -328,6 +386,7 @@ CPU time (PLUMB_BENCH_IN_RUN_PERIODS periods of 20 s).""")
                                          interval=default))
             windowed.append((n, got, w.share()))
         inrun = sockperf_in_run(path)
+        inrun_tput = iperf3_in_run(path)
         results = {}
         for label, args in (("always attached, full sampling (every flow followed)",
                              ["--netstack-window", "1", "--netstack-sample", "1"]),
@@ -376,6 +435,19 @@ CPU time (PLUMB_BENCH_IN_RUN_PERIODS periods of 20 s).""")
             f"one CPU, which can move the p50 at most to the quantile that share above it: "
             f"x{inrun['presence']:.4f}. Together at most {bound:.4f} (target <= 1.02: "
             f"{'met' if bound <= 1.02 else '**not met**'})")
+        bound = inrun_tput["ci"][0] * inrun_tput["presence"]
+        lines.append(
+            f"- the default inside one iperf3 run ({inrun_tput['periods']} periods, "
+            f"{inrun_tput['intervals']} intervals of 0.1 s, {inrun_tput['gbits']:.1f} Gbit/s; "
+            f"the run's rate is the same for both sides): rate over all the intervals over "
+            f"the rate between the windows {inrun_tput['median']:.4f} (median of periods; "
+            f"geometric mean {inrun_tput['gmean']:.4f}, 95% {inrun_tput['ci'][0]:.4f}-"
+            f"{inrun_tput['ci'][1]:.4f}); within the windows {inrun_tput['inside']:.3f} "
+            f"(median); the agent's own CPU {100 * inrun_tput['cpu']:.2f}% of one CPU, at most "
+            f"that share of iperf3's: x{inrun_tput['presence']:.4f}. Together at least "
+            f"{bound:.4f} (target >= 0.98: {'met' if bound >= 0.98 else '**not met**'}; "
+            f"iperf3's setup and teardown {1000 * inrun_tput['setup']:.0f} ms, left in the "
+            f"intervals' placement)")
         for label, (tput, lat) in results.items():
             lines.append(f"- {label}: throughput ratio {tput:.3f}, p50 latency ratio {lat:.3f}")
         (f_t, f_l), (u_t, u_l), _ = results.values()
