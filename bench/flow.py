@@ -260,14 +260,14 @@ def interval(row):
 
 # ---- per-event cost -------------------------------------------------------------------------
 
-def prog_stats(pid):
-    """{name: (run_time_ns, run_cnt)} of the flow programs the agent with this pid holds."""
+def prog_stats(pid, prefix="flow_"):
+    """{name: (run_time_ns, run_cnt)} of the programs named prefix* the process pid holds."""
     progs = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], check=True,
                                       capture_output=True, text=True).stdout)
     out = {}
     for p in progs:
         name = p.get("name", "")
-        if not name.startswith("flow_"):
+        if not name.startswith(prefix):
             continue
         pids = [x.get("pid") for x in p.get("pids", [])]
         if pids and pid not in pids:
@@ -407,12 +407,80 @@ def own_cpu_bullet():
     return text + ". " + "; ".join(parts)[0].upper() + "; ".join(parts)[1:] + "."
 
 
+def probe_only():
+    """--probe: would socket-local storage make connection churn cheaper? nginx + wrk windows
+    (as the churn cases) for the agent's default, bench/flow_sk.bpf.c (flow's TCP path with
+    each entry in BPF_MAP_TYPE_SK_STORAGE), the same with a cookie index kept beside it
+    (flow_sk_index.bpf.o) and the floor, in one run; then bpf_stats per program for the
+    agent and the probe under one wrk run each. To bench/results/flow-probe.md."""
+    cleanup = Cleanup()
+    bench = Bench("flow-probe", "Socket-local storage for flow's TCP path: a probe (bench/flow.py "
+                  "--probe)", f"""nginx + wrk, one connection per request, as bench/flow.py's
+churn cases ({WINDOW_PAIRS} window pairs of {WINDOW_S} s, {SETTLE_S} s after each start or
+stop): the agent's default (`--modules flow`); `build/hold build/flow_sk.bpf.o`, flow's TCP
+path in calls mode (owner, tuple, per-call bytes, a close record through a ring buffer that
+hold drains every 100 ms) with each connection's entry in socket-local storage instead of
+the cookie-keyed hashes; `flow_sk_index.bpf.o`, the same plus a cookie hash user space could
+walk (an insert at ESTABLISHED, a delete at tcp_destroy_sock); the floor (empty programs).
+Then `kernel.bpf_stats_enabled=1` (restored) and one wrk run beside the probe and one beside
+the agent: ns per run of each program (two clock reads each included).""")
+    hold = os.path.join(BUILD, "hold")
+    sysctl = "kernel.bpf_stats_enabled"
+    try:
+        nginx = Nginx(cleanup)
+        nginx.run()
+        nginx.run()
+        for label, obj in (("the agent's default", None), ("socket storage", "flow_sk"),
+                           ("socket storage + a cookie index", "flow_sk_index"),
+                           ("floor: empty programs", "flow_floor")):
+            if obj is None:
+                on, off = (lambda: FlowAgent()), (lambda a: a.stop())
+            else:
+                cmd = [hold, os.path.join(BUILD, obj + ".bpf.o")]
+                on, off = (lambda cmd=cmd: hold_on(cmd)), hold_off
+            churn_windows(bench, nginx, f"{CHURN}, {label}", on, off)
+        old = subprocess.run(["sysctl", "-n", sysctl], check=True, capture_output=True,
+                             text=True).stdout.strip()
+        subprocess.run(["sysctl", "-q", f"{sysctl}=1"], check=True)
+        rows = []
+        try:
+            p = hold_on([hold, os.path.join(BUILD, "flow_sk.bpf.o")])
+            try:
+                before = prog_stats(p.pid, "sk_")
+                nginx.run()
+                rows.append(("socket storage", before, prog_stats(p.pid, "sk_")))
+            finally:
+                hold_off(p)
+            agent = FlowAgent()
+            try:
+                before = prog_stats(agent.agent.proc.pid)
+                nginx.run()
+                rows.append(("the agent's default", before, prog_stats(agent.agent.proc.pid)))
+            finally:
+                agent.stop()
+        finally:
+            subprocess.run(["sysctl", "-q", f"{sysctl}={old}"], check=True)
+        lines = ["Per program under one wrk run (ns per run, runs):\n"]
+        for label, before, after in rows:
+            lines.append(f"- {label}: " + ", ".join(
+                f"`{k}` {(after[k][0] - before.get(k, (0, 0))[0]) / d:.0f} ns x {d}"
+                for k in sorted(after) if (d := after[k][1] - before.get(k, (0, 0))[1])))
+        bench.text("\n".join(lines))
+        bench.write()
+    finally:
+        cleanup.run()
+
+
 def main():
+    if sys.argv[1:] not in ([], ["--probe"]):
+        sys.exit("usage: flow.py [--probe]")
     if os.geteuid() != 0:
         sys.exit("flow.py: needs root (it loads BPF programs)")
     need("iperf3", "nginx", "wrk", "bpftool", "taskset")
     if os.cpu_count() < 2:
         sys.exit("flow.py: needs 2 CPUs (client and server pinned apart)")
+    if sys.argv[1:] == ["--probe"]:
+        return probe_only()
     cleanup = Cleanup()
     bench = Bench("flow", "Overhead of plumb's flow module: iperf3 and nginx over loopback",
                   f"""iperf3: {PAIRS} pairs of {RUNTIME} s runs per case, each pair without (A) and

@@ -4,6 +4,7 @@
  * or SIGINT, printing "attached" once they are: the benchmarks run a workload beside it to
  * measure the floor under a module (empty programs on the module's tracepoints). With PROGRAM
  * names, only those (bench/netstack.py: which of the tracepoints the floor comes from).
+ * Ring buffers in the object are drained every 100 ms, as an agent would (bench/flow_sk.bpf.c).
  *
  *   hold OBJECT.bpf.o [PROGRAM...]
  */
@@ -11,7 +12,16 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <bpf/libbpf.h>
+
+static int discard(void *ctx, void *data, size_t size)
+{
+	(void)ctx;
+	(void)data;
+	(void)size;
+	return 0;
+}
 
 static bool chosen(const char *name, int argc, char **argv)
 {
@@ -25,10 +35,13 @@ static bool chosen(const char *name, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	const struct timespec tick = { 0, 100 * 1000 * 1000 };
+	struct ring_buffer *rings = NULL;
 	struct bpf_object *obj;
 	struct bpf_program *p;
+	struct bpf_map *m;
 	sigset_t set;
-	int sig, n = 0;
+	int n = 0;
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: hold OBJECT.bpf.o [PROGRAM...]\n");
@@ -57,9 +70,24 @@ int main(int argc, char **argv)
 			argv[1]);
 		return 1;
 	}
+	bpf_object__for_each_map (m, obj) {
+		if (bpf_map__type(m) != BPF_MAP_TYPE_RINGBUF)
+			continue;
+		if (!rings)
+			rings = ring_buffer__new(bpf_map__fd(m), discard, NULL, NULL);
+		else if (ring_buffer__add(rings, bpf_map__fd(m), discard, NULL))
+			rings = NULL;
+		if (!rings) {
+			fprintf(stderr, "hold: cannot read ring buffer %s\n", bpf_map__name(m));
+			return 1;
+		}
+	}
 	printf("attached\n");
 	fflush(stdout);
-	sigwait(&set, &sig);
+	while (sigtimedwait(&set, NULL, &tick) < 0)
+		if (rings)
+			ring_buffer__consume(rings);
+	ring_buffer__free(rings);
 	bpf_object__close(obj);
 	return n ? 0 : 1;
 }

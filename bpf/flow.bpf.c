@@ -18,6 +18,8 @@
  * flow_hot, small, takes new connections while it has room, and flow_conns the rest, up to
  * --flow-capacity in all. Each hash operation lands in a random bucket; in a table sized for
  * 100k connections (2 MiB of buckets) that is a cache miss, in one of 4,096 it is not.
+ * Socket-local storage in their place was measured no cheaper under connection churn (its
+ * allocation at ESTABLISHED costs more than the insert; bench/results/flow-probe.md).
  * Connections older than the agent are found once with iter/tcp, or at their next send/recv.
  *
  * Every program but the iterator first checks the handover gate (gate.bpf.h): with --pin the
