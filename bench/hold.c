@@ -75,8 +75,10 @@ int main(int argc, char **argv)
 			continue;
 		if (!rings)
 			rings = ring_buffer__new(bpf_map__fd(m), discard, NULL, NULL);
-		else if (ring_buffer__add(rings, bpf_map__fd(m), discard, NULL))
+		else if (ring_buffer__add(rings, bpf_map__fd(m), discard, NULL)) {
+			ring_buffer__free(rings);
 			rings = NULL;
+		}
 		if (!rings) {
 			fprintf(stderr, "hold: cannot read ring buffer %s\n", bpf_map__name(m));
 			return 1;

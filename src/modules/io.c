@@ -99,8 +99,6 @@ struct io_state {
 	 * every period_ns (src/window.h); NULL when every call is timed or latency is off */
 	struct attach_window *windows;
 	uint64_t window_ns, period_ns;
-	const char *windowed[WINDOW_MAX_PROGRAMS]; /* the syscalls the windows time */
-	size_t nwindowed;
 	bool window_warned; /* the windows' thread could not start (said once) */
 };
 
@@ -662,10 +660,7 @@ static int io_collect(struct plumb_module *m, struct prom_writer *w)
 				"Time the latency windows' enter program was attached (one for "
 				"every read and write syscall): the calls that entered then are "
 				"the ones timed.");
-			for (size_t k = 0; k < s->nwindowed; k++) {
-				l[0] = (struct prom_label){ "syscall", s->windowed[k] };
-				prom_sample(w, l, 1, ws.attached_ns[0] / 1e9);
-			}
+			prom_sample(w, NULL, 0, ws.attached_ns[0] / 1e9);
 			prom_family(w, "plumb_io_latency_stamps", PROM_GAUGE,
 				    "Timed calls not returned yet: stamps the latency windows' "
 				    "enter program set that no exit has cleared. 0 between "
@@ -939,23 +934,13 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 /*
  * The windows' enter program (enter_rw, on raw sys_enter), which io_choose() left
  * unattached; the windows start at the first tick (io_tick), after the agent has dropped its
- * capabilities, which a thread keeps from its start. The syscalls it times are the read and
- * write family's (their exit programs' names).
+ * capabilities, which a thread keeps from its start.
  */
 static int io_windows_open(struct io_state *s, char *err, size_t errlen)
 {
 	int fd = bpf_program__fd(s->skel->progs.enter_rw);
 	const char *point = NULL; /* a tp_btf program: no perf event */
-	struct bpf_program *prog;
 
-	s->nwindowed = 0;
-	bpf_object__for_each_program (prog, s->skel->obj) {
-		const char *name = bpf_program__name(prog);
-
-		if (!strncmp(name, "exit_", 5) && io_rw_syscall(name + 5) &&
-		    bpf_program__fd(prog) >= 0 && s->nwindowed < WINDOW_MAX_PROGRAMS)
-			s->windowed[s->nwindowed++] = name + 5;
-	}
 	s->windows = attach_window_open(&fd, &point, 1, s->window_ns, s->period_ns, err, errlen);
 	return s->windows ? 0 : -EINVAL;
 }
