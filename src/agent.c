@@ -568,9 +568,10 @@ int agent_run(const struct agent_options *o)
 		return 1;
 	/*
 	 * No transparent huge pages, before any thread or table exists: the agent's memory is
-	 * sparse (hash tables, eight thread stacks of 8 MiB each), and with THP "always" (RHEL's
-	 * default, Debian's kernels in the test guests) khugepaged makes a 2 MiB range with one
-	 * page in use 2 MiB resident: 2 MiB more RSS at a time, for nothing (docs/architecture.md).
+	 * sparse (tables allocated for their limits, 8 MiB thread stacks), and with THP "always"
+	 * (RHEL's default, Debian's kernels in the test guests) khugepaged makes a 2 MiB range
+	 * with a page in use 2 MiB resident: 2 MiB more RSS at a time, for nothing
+	 * (docs/architecture.md).
 	 */
 	if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0))
 		pr_debug("transparent huge pages left as they are: %s\n", strerror(errno));

@@ -595,8 +595,8 @@ def test_memory_bounded(world, agent, cleanup):
     scrapes 3 s before it measures: growth after that is a leak, not the hold filling.
 
     The agent turns transparent huge pages off for itself: with THP "always" (the test
-    guests' kernels), khugepaged once made a 2 MiB range of a table with 84 KiB in use 2 MiB
-    resident in the middle of the loop (6.1 guest: 84 -> 2048 KiB, AnonHugePages 2048)."""
+    guests' kernels), khugepaged once made a 2 MiB range of a 27 MiB mapping with 84 KiB in
+    use resident in the middle of the loop (6.1 guest: 84 -> 2048 KiB, AnonHugePages 2048)."""
     with open(f"/proc/{agent.proc.pid}/status") as f:
         thp = next((line.split()[1] for line in f if line.startswith("THP_enabled:")), None)
     assert thp == "0", f"the agent left transparent huge pages on (THP_enabled: {thp})"
