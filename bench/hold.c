@@ -94,26 +94,38 @@ static bool wait_until(double t)
 	}
 }
 
-/* --windows: ON seconds attached in every PERIOD, until a signal. */
+/*
+ * --windows: ON seconds attached in every PERIOD (from each period's scheduled start, so a
+ * window is attached ON less its attach time), until a signal; a window a signal cuts short
+ * is detached and printed too.
+ */
 static int run_windows(double on, double period)
 {
 	double t0 = monotonic_s();
+	bool stop = false;
 
-	for (long k = 0;; k++) {
+	for (long k = 0; !stop; k++) {
 		if (attach_all())
 			return 1;
 		printf("attach %.6f\n", monotonic_s());
 		fflush(stdout);
-		if (wait_until(t0 + k * period + on)) {
-			detach_all();
-			return 0;
-		}
+		stop = wait_until(t0 + k * period + on);
 		detach_all();
 		printf("detach %.6f\n", monotonic_s());
 		fflush(stdout);
-		if (wait_until(t0 + (k + 1) * period))
-			return 0;
+		if (!stop)
+			stop = wait_until(t0 + (k + 1) * period);
 	}
+	return 0;
+}
+
+/* Seconds: the whole argument a positive number, else 0. */
+static double seconds(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	return end != s && !*end && v > 0 ? v : 0;
 }
 
 int main(int argc, char **argv)
@@ -124,9 +136,14 @@ int main(int argc, char **argv)
 	struct bpf_map *m;
 	int ret;
 
-	if (argc > 3 && !strcmp(argv[1], "--windows")) {
-		on = atof(argv[2]);
-		period = atof(argv[3]);
+	if (argc > 1 && !strcmp(argv[1], "--windows")) {
+		if (argc < 5) {
+			fprintf(stderr, "usage: hold [--windows ON PERIOD] OBJECT.bpf.o "
+					"[PROGRAM...]\n");
+			return 2;
+		}
+		on = seconds(argv[2]);
+		period = seconds(argv[3]);
 		if (!(on > 0 && on < period)) {
 			fprintf(stderr, "hold: --windows ON PERIOD needs 0 < ON < PERIOD\n");
 			return 2;
@@ -176,15 +193,18 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (period > 0) {
+	if (!nprogs) {
+		fprintf(stderr, "hold: no program to attach in %s\n", argv[1]);
+		ret = 1;
+	} else if (period > 0) {
 		ret = run_windows(on, period);
+	} else if (attach_all()) {
+		ret = 1;
 	} else {
-		if (attach_all())
-			return 1;
 		printf("attached\n");
 		fflush(stdout);
 		wait_until(-1);
-		ret = nprogs ? 0 : 1;
+		ret = 0;
 	}
 	detach_all();
 	ring_buffer__free(rings);
