@@ -489,8 +489,8 @@ def iperf3_in_run(iperf, programs):
     attached IN_RUN_ON s of every IN_RUN_PERIOD s. The bytes missing in each window (from
     0.3 s before its attach to 0.3 s after its detach) against the rate of the 3 s around it,
     as bench/netstack.py's iperf3_in_run measures the netstack windows; here over the time
-    attached, the agent's being always attached: 1 - mean bytes missing / (the rate x
-    IN_RUN_ON), with the 95% interval over the windows. The attach and detach transients are
+    attached, the agent's being always attached: 1 - mean bytes missing / (the rate between
+    windows x the mean attach-to-detach span), with the 95% interval over the windows. The attach and detach transients are
     in the window's span: a steady agent pays neither, so this is conservative."""
     from netstack import iperf3_in_run_analysis
 
@@ -501,7 +501,7 @@ def iperf3_in_run(iperf, programs):
     hold = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60  # loaded and attached once before iperf3 starts
-        while not open(f"/proc/self/fd/{out.fileno()}").read().startswith("attach"):
+        while os.pread(out.fileno(), 6, 0) != b"attach":
             if hold.poll() is not None or time.monotonic() > deadline:
                 hold.kill()
                 raise RuntimeError(f"hold did not attach: {hold.communicate()[1].strip()}")
@@ -548,14 +548,15 @@ def in_run_only():
                   f"""One iperf3 run (loopback, one stream, 128 KiB messages, `-i 0.1 -J`, client on
 CPU {CLIENT_CPU}, server on CPU {SERVER_CPU}) of {IN_RUN_PERIODS} x {IN_RUN_PERIOD:.0f} + 5 s per
 case, beside `build/hold --windows {IN_RUN_ON:.0f} {IN_RUN_PERIOD:.0f} build/flow.bpf.o PROGRAM...`:
-flow's own programs, loaded once with their defaults (bytes per call), the agent's TCP programs of each mode named in each case, attached {IN_RUN_ON:.0f} s of
-every {IN_RUN_PERIOD:.0f} s, ring buffers drained every 100 ms; no agent process. Each window's
+flow's own programs, loaded once with their defaults (bytes per call): in each case the
+agent's TCP programs of one mode, attached {IN_RUN_ON:.0f} s of every {IN_RUN_PERIOD:.0f} s,
+ring buffers drained every 100 ms; no agent process. Each window's
 cost is the bytes missing from 0.3 s before its attach to 0.3 s after its detach against the
 rate of the 3 s either side (this machine's rate drifts by several percent over tens of
 seconds, so runs compared in pairs resolve little: flow.md); the ratio is 1 - the mean bytes
 missing per window / the bytes of its attached time (attach to detach) at the rate between
-the windows, with the 95% interval over the windows. The attach and detach transients are counted in it, which an agent that stays
-attached does not pay: an upper bound of the programs' cost. The agent's own process adds its
+the windows, with the 95% interval over the windows. The attach and detach transients are
+counted in it, which an agent that stays attached does not pay: an upper bound of the programs' cost. The agent's own process adds its
 CPU share at most (flow.md: 0.00-0.25% of one CPU in its iperf3 runs). Targets (issue 4 §6):
 >= 0.99 with connections only, >= 0.98 with bytes.""")
     try:
