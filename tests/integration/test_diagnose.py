@@ -45,13 +45,56 @@ if EMULATED:  # tests/vm: everything is ~10x slower; longer intervals keep the s
 # any steal; a change found with less steal difference fails; so do ATTEMPTS voids).
 STEAL_VOID, ATTEMPTS = 0.1, 3
 steal_rates = (0.0, 0.0)  # the last run's (baseline, observation) steal, s/s
+# The same for the workload's own pace: its target's bytes read and written a second
+# (/proc/PID/io rchar + wchar: requests and replies, a pipe's data, a journal's writes) in
+# the two windows. A clean run whose target moved more than LOAD_VOID of its baseline's bytes
+# a second did change, though nothing was injected: make test once saw "epoll wait" named in
+# (a)'s clean run, redis waiting on its clients 0.14 -> 0.31 s/s, which is its clients sending
+# that much less. Such a run is void as above; a change found in a steadier run fails. On a
+# kvm-clock host (2026-12-05), 12 clean runs of (a): redis's pace moved by 0.78-1.27x between
+# the windows, and the one finding (epoll wait 0.09 -> 0.28 s/s, z 2.62) came with 0.78x;
+# (c), (d), (e) moved 0.92-1.07x; (b) does no I/O (never void by pace).
+LOAD_VOID = 0.1
+load_rates = (0.0, 0.0)  # the last run's (baseline, observation) bytes a second
+
+
+class Pace:
+    """Samples the target's rchar + wchar every 0.1 s while diagnose runs."""
+
+    def __init__(self, pid):
+        self.pid, self.samples, self.done = pid, [], threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.done.is_set():
+            try:
+                with open(f"/proc/{self.pid}/io") as f:
+                    n = sum(int(x.split()[1]) for x in f if x.startswith(("rchar:", "wchar:")))
+            except (FileNotFoundError, ProcessLookupError):
+                return
+            self.samples.append((time.monotonic(), n))
+            self.done.wait(0.1)
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+
+    def rate(self, t0, t1):
+        """Bytes a second from the sample nearest t0 to the one nearest t1 (0: none)."""
+        if not self.samples:
+            return 0.0
+        a = min(self.samples, key=lambda s: abs(s[0] - t0))
+        b = min(self.samples, key=lambda s: abs(s[0] - t1))
+        return (b[1] - a[1]) / (b[0] - a[0]) if b[0] > a[0] else 0.0
 
 
 def diagnose(*target, inject=None):
     """Runs diagnose on target; inject() is called 0.5 s into its observation window (it
     says when that starts: with -v, "observation window starts")."""
-    global steal_rates
+    global steal_rates, load_rates
     t0, s0 = time.monotonic(), steal_seconds()
+    pace = Pace(int(target[1])) if target[0] == "--pid" else None
     fd, record = tempfile.mkstemp(prefix="plumb-diag-record-", suffix=".json")
     os.close(fd)
     p = subprocess.Popen([PLUMB, "diagnose", *target, *RUN, "--json", "-v", "--record", record],
@@ -74,12 +117,16 @@ def diagnose(*target, inject=None):
             p.wait()
         if timer:
             timer.cancel()
+        if pace:
+            pace.stop()
         with open(record) as f:
             series = f.read()
         os.unlink(record)
     if t1 is not None:
         t2, s2 = time.monotonic(), steal_seconds()
         steal_rates = ((s1 - s0) / max(t1 - t0, 1e-3), (s2 - s1) / max(t2 - t1, 1e-3))
+        if pace:
+            load_rates = (pace.rate(t1 - BASELINE, t1), pace.rate(t1, t2))
     assert p.returncode == 0, f"diagnose {target}: exit {p.returncode}: {''.join(seen)}{err}"
     report = json.loads(out)
     report["recorded"] = json.loads(series)["series"] if series else []
@@ -123,6 +170,11 @@ def expect_clean(report, what):
             raise Void(f"{what}: a change found while the host's steal went from {base:.2f} "
                        f"to {obs:.2f} CPU-s/s (void beyond {STEAL_VOID}): "
                        f"{json.dumps(report['findings'])[:300]}")
+        base, obs = load_rates
+        if base > 0 and abs(obs / base - 1) > LOAD_VOID:
+            raise Void(f"{what}: a change found while the target's I/O went from "
+                       f"{base / 1e6:.3f} to {obs / 1e6:.3f} MB/s (void beyond "
+                       f"{LOAD_VOID:.0%}): {json.dumps(report['findings'])[:300]}")
     assert report["verdict"] == "no significant change", \
         f"{what} without the cause: {json.dumps(report['findings'], indent=1)}"
 
