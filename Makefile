@@ -103,7 +103,7 @@ fuzz: deps
 test-kernels: check-root all $(BUILD)/iowork $(BUILD)/schedwork $(BUILD)/waitwork $(BUILD)/diagwork $(BUILD)/network $(BUILD)/delayline
 	./tests/vm/test-kernels.sh $(TEST_KERNELS_OPTS)
 
-$(BUILD)/floor.bpf.o $(BUILD)/flow_floor.bpf.o $(BUILD)/sched_floor.bpf.o $(BUILD)/netstack_floor.bpf.o $(BUILD)/flow_sk.bpf.o: $(BUILD)/%.bpf.o: bench/%.bpf.c | $(BUILD)
+$(BUILD)/floor.bpf.o $(BUILD)/flow_floor.bpf.o $(BUILD)/sched_floor.bpf.o $(BUILD)/netstack_floor.bpf.o $(BUILD)/flow_sk.bpf.o $(BUILD)/access.bpf.o: $(BUILD)/%.bpf.o: bench/%.bpf.c | $(BUILD)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
 # bench/flow.py --probe: the socket-storage probe with a cookie index beside it
@@ -121,7 +121,7 @@ $(BUILD)/place_ga $(BUILD)/place_exact: $(BUILD)/%: bench/%.c $(BUILD)/libplumb.
 	$(CC) $(CFLAGS) $< $(BUILD)/libplumb.a -o $@ $(LDLIBS)
 
 bench: deps
-	$(MAKE) all $(BUILD)/hotpath $(BUILD)/hold $(BUILD)/flow_floor.bpf.o $(BUILD)/sched_floor.bpf.o $(BUILD)/netstack_floor.bpf.o $(BUILD)/flow_sk.bpf.o $(BUILD)/flow_sk_index.bpf.o $(BUILD)/place_ga \
+	$(MAKE) all $(BUILD)/hotpath $(BUILD)/hold $(BUILD)/access.bpf.o $(BUILD)/flow_floor.bpf.o $(BUILD)/sched_floor.bpf.o $(BUILD)/netstack_floor.bpf.o $(BUILD)/flow_sk.bpf.o $(BUILD)/flow_sk_index.bpf.o $(BUILD)/place_ga \
 		$(BUILD)/place_exact
 	./bench/run-all.sh
 

@@ -66,12 +66,21 @@ def machine():
                          capture_output=True, text=True).stdout.strip() or "?"
     dirty = subprocess.run(["git", "-C", HERE, "status", "--porcelain", "--", ".."],
                            capture_output=True, text=True).stdout.strip()
+    flags = set()
+    for line in _read("/proc/cpuinfo", "").splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    # page-table isolation without PCID flushes the TLB at every kernel entry: each page a
+    # BPF program touches is then a page walk (bench/access.py)
+    pti = ("on" if "pti" in flags else "off") + (", pcid" if "pcid" in flags else ", no pcid")
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "kernel": platform.release(),
         "cpu": f"{cpu}, {os.cpu_count()} CPUs",
         "memory": f"{mem_kb / 1048576:.1f} GiB",
         "clocksource": _read("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
+        "page-table isolation": pti,
         "os": _read("/etc/debian_version"),
         "plumb": rev + (" (uncommitted changes)" if dirty else ""),
     }

@@ -2,6 +2,7 @@
 # make bench: every benchmark, results in bench/results/*.md (with the machine's description).
 set -eu
 cd "$(dirname "$0")/.."
+python3 bench/access.py
 python3 bench/hotpath.py
 python3 bench/overhead.py
 python3 bench/iokeys.py

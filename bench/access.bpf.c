@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * What one memory access costs a BPF program on this machine: programs on sched_switch that
+ * each read one thing and return, for bench/access.py (loaded one at a time by bench/hold.c).
+ * On a host whose kernel entries flush the TLB (page-table isolation without PCID), the
+ * first touch of a page after each entry is a page walk: a program pays for the pages of map
+ * memory it touches, and the kind of map decides the page.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+struct slot {
+	__u32 a, b;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct slot);
+} per_cpu SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, struct slot);
+} by_cpu SEC(".maps");
+
+const volatile __u32 ro_value = 0;
+__u32 bss_value = 0;
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(access_none, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return 0;
+}
+
+/* a field of the task the scheduler has just touched */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(access_task, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return prev->pid == 7;
+}
+
+/* a global in .rodata (a frozen, mmapable array map) */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(access_rodata, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return ro_value == 7;
+}
+
+/* a global in .bss */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(access_bss, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return bss_value == 7;
+}
+
+/* a per-CPU array's value (the lookup is inlined): what the handover gate reads */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(access_per_cpu, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u32 zero = 0;
+	struct slot *s = bpf_map_lookup_elem(&per_cpu, &zero);
+
+	return s && s->a == 7;
+}
+
+/* a plain array's value at this CPU's index */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(access_by_cpu, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	__u32 key = bpf_get_smp_processor_id() & 63;
+	struct slot *s = bpf_map_lookup_elem(&by_cpu, &key);
+
+	return s && s->a == 7;
+}
