@@ -100,6 +100,7 @@ struct diag {
 	struct epoll_file *epoll_buf; /* room for one instance's fdinfo */
 	bool partial, tracked_full, series_full;
 	double started, ended; /* CLOCK_MONOTONIC s of the first and the last snapshot */
+	double observed; /* and of the one that starts the observation window */
 	uint32_t self;
 };
 
@@ -1071,6 +1072,7 @@ static struct json_object *report_make(struct diag *d)
 			      json_object_new_double(d->started));
 	json_object_array_add(json_object_object_get(doc, "window_monotonic_s"),
 			      json_object_new_double(d->ended));
+	json_object_object_add(doc, "observation_monotonic_s", json_object_new_double(d->observed));
 	free(f);
 	return doc;
 }
@@ -1322,7 +1324,7 @@ int diagnose_run(const struct diagnose_options *o)
 	pr_info("diagnose: attached; %zu threads tracked\n", d.ntracked);
 	if (!d.nbase)
 		pr_info("diagnose: observation window starts\n");
-	t0 = start = d.started = d.ended = monotonic_s();
+	t0 = start = d.started = d.ended = d.observed = monotonic_s();
 	while (!exiting && d.nint + 1 < d.max_int) {
 		struct sched_thread_sample *t;
 		struct sched_wait_sample *w;
@@ -1341,6 +1343,7 @@ int diagnose_run(const struct diagnose_options *o)
 		interval_add(&d, t, n, w, nw, t1 - t0);
 		tracking_update(&d, &wait_module, t, n, w, nw);
 		if (d.nint == d.nbase && d.nbase) {
+			d.observed = t1;
 			mark(&d, 1, t, n);
 			pr_info("diagnose: observation window starts\n");
 		}

@@ -47,19 +47,22 @@ STEAL_VOID, ATTEMPTS = 0.1, 3
 steal_rates = (0.0, 0.0)  # the last run's (baseline, observation) steal, s/s
 # The same for the workload's own pace: its target's bytes read and written a second
 # (/proc/PID/io rchar + wchar: requests and replies, a pipe's data, a journal's writes) in
-# the two windows. A clean run whose target moved more than LOAD_VOID of its baseline's bytes
-# a second did change, though nothing was injected: make test once saw "epoll wait" named in
-# (a)'s clean run, redis waiting on its clients 0.14 -> 0.31 s/s, which is its clients sending
-# that much less. Such a run is void as above; a change found in a steadier run fails. On a
-# kvm-clock host (2026-12-05), 12 clean runs of (a): redis's pace moved by 0.78-1.27x between
-# the windows, and the one finding (epoll wait 0.09 -> 0.28 s/s, z 2.62) came with 0.78x;
-# (c), (d), (e) moved 0.92-1.07x; (b) does no I/O (never void by pace).
+# the two windows, as diagnose dates them (window_monotonic_s, observation_monotonic_s). A
+# target that waits longer on its peers (epoll, a socket, a pipe) while it reads and writes
+# less has really been left waiting, though nothing was injected: make test once saw "epoll
+# wait" named in (a)'s clean run, redis waiting on its clients 0.14 -> 0.31 s/s. So a clean
+# run whose top finding is such a wait (PEER_WAITS) while the pace fell by more than LOAD_VOID
+# is void as above; any other finding, or one with a steadier pace, fails. On a kvm-clock host
+# (2026-12-05), 12 clean runs of (a): redis read and wrote 0.78-1.27x as much in the
+# observation window as in the baseline, and the one finding (epoll wait 0.09 -> 0.28 s/s,
+# z 2.62) came with 0.78x; (c), (d), (e) moved 0.92-1.07x; (b) does no I/O (never void).
 LOAD_VOID = 0.1
-load_rates = (0.0, 0.0)  # the last run's (baseline, observation) bytes a second
+PEER_WAITS = ("epoll wait", "slow dependency", "pipeline stage")
+load_rates = None  # the last run's (baseline, observation) bytes a second, where known
 
 
 class Pace:
-    """Samples the target's rchar + wchar every 0.1 s while diagnose runs."""
+    """Samples the target's rchar + wchar every 0.1 s until stop()."""
 
     def __init__(self, pid):
         self.pid, self.samples, self.done = pid, [], threading.Event()
@@ -71,8 +74,8 @@ class Pace:
             try:
                 with open(f"/proc/{self.pid}/io") as f:
                     n = sum(int(x.split()[1]) for x in f if x.startswith(("rchar:", "wchar:")))
-            except (FileNotFoundError, ProcessLookupError):
-                return
+            except (OSError, ValueError, IndexError):
+                return  # the target is gone (or unreadable): the samples so far stand
             self.samples.append((time.monotonic(), n))
             self.done.wait(0.1)
 
@@ -81,27 +84,30 @@ class Pace:
         self.thread.join()
 
     def rate(self, t0, t1):
-        """Bytes a second from the sample nearest t0 to the one nearest t1 (0: none)."""
-        if not self.samples:
-            return 0.0
+        """Bytes a second between the samples nearest t0 and t1; None where the samples do
+        not cover [t0, t1] to within 0.2 s."""
+        if not self.samples or self.samples[0][0] > t0 + 0.2 or self.samples[-1][0] < t1 - 0.2:
+            return None
         a = min(self.samples, key=lambda s: abs(s[0] - t0))
         b = min(self.samples, key=lambda s: abs(s[0] - t1))
-        return (b[1] - a[1]) / (b[0] - a[0]) if b[0] > a[0] else 0.0
+        return (b[1] - a[1]) / (b[0] - a[0]) if b[0] > a[0] else None
 
 
 def diagnose(*target, inject=None):
     """Runs diagnose on target; inject() is called 0.5 s into its observation window (it
     says when that starts: with -v, "observation window starts")."""
     global steal_rates, load_rates
+    steal_rates, load_rates = (0.0, 0.0), None
     t0, s0 = time.monotonic(), steal_seconds()
-    pace = Pace(int(target[1])) if target[0] == "--pid" else None
     fd, record = tempfile.mkstemp(prefix="plumb-diag-record-", suffix=".json")
     os.close(fd)
-    p = subprocess.Popen([PLUMB, "diagnose", *target, *RUN, "--json", "-v", "--record", record],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen, timer = [], None
+    pace = timer = p = None
+    seen = []
     t1 = s1 = None
     try:
+        pace = Pace(int(target[1])) if target[0] == "--pid" else None
+        p = subprocess.Popen([PLUMB, "diagnose", *target, *RUN, "--json", "-v", "--record",
+                              record], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for line in p.stderr:
             seen.append(line)
             if "observation window starts" in line:
@@ -112,7 +118,7 @@ def diagnose(*target, inject=None):
             timer.start()
         out, err = p.communicate(timeout=120)
     finally:
-        if p.poll() is None:
+        if p and p.poll() is None:
             p.kill()
             p.wait()
         if timer:
@@ -125,11 +131,21 @@ def diagnose(*target, inject=None):
     if t1 is not None:
         t2, s2 = time.monotonic(), steal_seconds()
         steal_rates = ((s1 - s0) / max(t1 - t0, 1e-3), (s2 - s1) / max(t2 - t1, 1e-3))
-        if pace:
-            load_rates = (pace.rate(t1 - BASELINE, t1), pace.rate(t1, t2))
     assert p.returncode == 0, f"diagnose {target}: exit {p.returncode}: {''.join(seen)}{err}"
     report = json.loads(out)
     report["recorded"] = json.loads(series)["series"] if series else []
+    begin, end = report["window_monotonic_s"]
+    observed = report["observation_monotonic_s"]
+    assert begin <= observed <= end, \
+        f"observation_monotonic_s {observed} outside the run {begin}-{end}"
+    if t1 is not None:  # BASELINE s of snapshots on a fixed cadence, before diagnose said so
+        assert begin + BASELINE - 0.01 <= observed <= t1, \
+            f"observation from {observed - begin:.3f} s into the run, asked for {BASELINE} s, " \
+            f"said at {t1 - begin:.3f} s"
+    if pace:
+        base, obs = pace.rate(begin, observed), pace.rate(observed, end)
+        if base and obs is not None:
+            load_rates = (base, obs)
     return report
 
 
@@ -163,18 +179,23 @@ def expect_cause(report, cause, resource_part, what):
     return f
 
 
-def expect_clean(report, what):
+def expect_clean(report, what, pace=True):
+    """No significant change; pace=False where the test itself changes the target's I/O."""
+    if pace and load_rates:
+        print(f"  the target's I/O: {load_rates[0] / 1e6:.3f} -> {load_rates[1] / 1e6:.3f} "
+              f"MB/s ({load_rates[1] / load_rates[0]:.2f}x)")
     if report["verdict"] != "no significant change":
         base, obs = steal_rates
         if abs(obs - base) > STEAL_VOID:
             raise Void(f"{what}: a change found while the host's steal went from {base:.2f} "
                        f"to {obs:.2f} CPU-s/s (void beyond {STEAL_VOID}): "
                        f"{json.dumps(report['findings'])[:300]}")
-        base, obs = load_rates
-        if base > 0 and abs(obs / base - 1) > LOAD_VOID:
-            raise Void(f"{what}: a change found while the target's I/O went from "
-                       f"{base / 1e6:.3f} to {obs / 1e6:.3f} MB/s (void beyond "
-                       f"{LOAD_VOID:.0%}): {json.dumps(report['findings'])[:300]}")
+        top_cause = top(report)["cause"] if top(report) else None
+        if pace and load_rates and top_cause in PEER_WAITS and \
+                load_rates[1] < (1 - LOAD_VOID) * load_rates[0]:
+            raise Void(f"{what}: {top_cause} found while the target's I/O fell from "
+                       f"{load_rates[0] / 1e6:.3f} to {load_rates[1] / 1e6:.3f} MB/s (void "
+                       f"beyond -{LOAD_VOID:.0%}): {json.dumps(report['findings'])[:300]}")
     assert report["verdict"] == "no significant change", \
         f"{what} without the cause: {json.dumps(report['findings'], indent=1)}"
 
@@ -233,7 +254,7 @@ def test_late_join(cleanup):
         raise Void(f"the stage joined in the baseline window: {joined}")
     target = [t for t in report["tracking"] if t["pid"] == cons.pid]
     assert target and all(t["counted"] for t in target), f"the target not counted: {target}"
-    expect_clean(report, "a stage tracked from the observation window on")
+    expect_clean(report, "a stage tracked from the observation window on", pace=False)
 
 
 def scenario_dependency(cleanup, inject):
