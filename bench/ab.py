@@ -66,14 +66,16 @@ def machine():
                          capture_output=True, text=True).stdout.strip() or "?"
     dirty = subprocess.run(["git", "-C", HERE, "status", "--porcelain", "--", ".."],
                            capture_output=True, text=True).stdout.strip()
-    flags = set()
+    flags = None
     for line in _read("/proc/cpuinfo", "").splitlines():
         if line.startswith("flags"):
             flags = set(line.split(":", 1)[1].split())
             break
-    # page-table isolation without PCID flushes the TLB at every kernel entry: each page a
-    # BPF program touches is then a page walk (bench/access.py)
-    pti = ("on" if "pti" in flags else "off") + (", pcid" if "pcid" in flags else ", no pcid")
+    # x86: with page-table isolation and no PCID every kernel entry flushes the kernel's
+    # non-global TLB entries, so the first touch of each such page after it is a page walk
+    # (bench/access.py measures what a program's reads cost)
+    pti = "?" if flags is None else (("on" if "pti" in flags else "off")
+                                     + (", pcid" if "pcid" in flags else ", no pcid"))
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "kernel": platform.release(),

@@ -10,6 +10,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "gate.bpf.h"
+
 char LICENSE[] SEC("license") = "GPL";
 
 struct slot {
@@ -60,7 +62,7 @@ int BPF_PROG(access_bss, bool preempt, struct task_struct *prev, struct task_str
 	return bss_value == 7;
 }
 
-/* a per-CPU array's value (the lookup is inlined): what the handover gate reads */
+/* a per-CPU array's value (the lookup is inlined): the handover gate's first read */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(access_per_cpu, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
@@ -78,4 +80,14 @@ int BPF_PROG(access_by_cpu, bool preempt, struct task_struct *prev, struct task_
 	struct slot *s = bpf_map_lookup_elem(&by_cpu, &key);
 
 	return s && s->a == 7;
+}
+
+/*
+ * The handover gate every plumb program opens with (gate.bpf.h): its per-CPU value and the
+ * generation in .rodata.
+ */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(access_gate, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return gate_open();
 }

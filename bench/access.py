@@ -10,14 +10,15 @@ page walk, nested under a hypervisor: a per-event cost that follows the pages to
 instructions. This names the machine kind a result came from.
 """
 
-import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ab import RESULTS, machine  # noqa: E402
+from ab import RESULTS, hold_off, hold_on, machine  # noqa: E402
+from benchlib import prog_stats  # noqa: E402
 
 BUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build")
 OBJ = os.path.join(BUILD, "access.bpf.o")
@@ -28,32 +29,21 @@ PROGRAMS = [
     ("access_task", "a field of `prev` (task_struct)"),
     ("access_rodata", "a global in .rodata"),
     ("access_bss", "a global in .bss"),
-    ("access_per_cpu", "a per-CPU array's value (as the handover gate)"),
+    ("access_per_cpu", "a per-CPU array's value (the handover gate's first read)"),
     ("access_by_cpu", "a plain array's value at the CPU's index"),
+    ("access_gate", "the handover gate (its per-CPU value and a .rodata global)"),
 ]
 
 
-def prog_stats(name):
-    out = subprocess.run(["bpftool", "prog", "show", "-j"], check=True, capture_output=True,
-                         text=True).stdout
-    rows = [p for p in json.loads(out) if p.get("name") == name]
-    return sum(p.get("run_time_ns", 0) for p in rows), sum(p.get("run_cnt", 0) for p in rows)
-
-
 def one(name, cpu):
-    hold = subprocess.Popen([os.path.join(BUILD, "hold"), OBJ, name], stdout=subprocess.PIPE,
-                            text=True)
+    hold = hold_on([os.path.join(BUILD, "hold"), OBJ, name])
     try:
-        line = hold.stdout.readline()
-        if not line.startswith("attached"):
-            raise RuntimeError(f"hold {name}: {line!r}")
-        t0, n0 = prog_stats(name)
+        t0, n0 = prog_stats(hold.pid, {name}).get(name, (0, 0))
         subprocess.run(["taskset", "-c", cpu, "stress-ng", "--switch", "1", "--timeout",
                         f"{SECONDS}s", "--quiet"], check=True)
-        t1, n1 = prog_stats(name)
+        t1, n1 = prog_stats(hold.pid, {name}).get(name, (0, 0))
     finally:
-        hold.terminate()
-        hold.wait()
+        hold_off(hold)
     if n1 <= n0:
         raise RuntimeError(f"{name} did not run")
     return (t1 - t0) / (n1 - n0)
@@ -62,8 +52,11 @@ def one(name, cpu):
 def main():
     if os.geteuid() != 0:
         sys.exit("access.py: needs root (BPF, sysctl)")
-    if not os.path.exists(OBJ):
-        sys.exit(f"access.py: {OBJ} missing: make {os.path.relpath(OBJ)}")
+    missing = [t for t in ("bpftool", "stress-ng", "taskset") if not shutil.which(t)]
+    missing += [f for f in (OBJ, os.path.join(BUILD, "hold")) if not os.path.exists(f)]
+    if missing:
+        sys.exit(f"access.py: missing {', '.join(missing)}: scripts/install-deps.sh, then "
+                 "make build/hold build/access.bpf.o")
     cpu = str(os.cpu_count() - 1)
     old = subprocess.run(["sysctl", "-n", "kernel.bpf_stats_enabled"], check=True,
                          capture_output=True, text=True).stdout.strip()
@@ -78,27 +71,24 @@ def main():
                   flush=True)
     finally:
         subprocess.run(["sysctl", "-q", f"kernel.bpf_stats_enabled={old}"], check=True)
-    floor = statistics.median(runs["access_none"])
     lines = [
         "# What one memory access costs a BPF program here", "",
         "Machine: " + "; ".join(f"{k} {v}" for k, v in machine().items()) + ".", "",
         "bench/access.bpf.c: programs on `sched_switch` that each read one thing and return, "
         f"each attached alone (build/hold) beside `stress-ng --switch 1` on CPU {cpu} for "
         f"{SECONDS} s, `kernel.bpf_stats_enabled=1` (restored): ns per run (the statistics' two "
-        f"clock reads included, as in the floor), {ROUNDS} rounds, the order alternating; "
-        "medians, and the median less the empty program's.", "",
+        f"clock reads included, as in the empty program's), {ROUNDS} rounds, the order "
+        "alternating; the median of the rounds, and the median of each round's difference "
+        "from the empty program.", "",
         "| the program reads | ns per run (median) | over the empty program | rounds |",
         "|---|---|---|---|",
     ]
     for name, what in PROGRAMS:
         m = statistics.median(runs[name])
-        lines.append(f"| {what} | {m:.0f} | {m - floor:+.0f} | "
+        d = statistics.median(v - e for v, e in zip(runs[name], runs["access_none"]))
+        lines.append(f"| {what} | {m:.0f} | {round(d):+d} | "
                      + ", ".join(f"{v:.0f}" for v in runs[name]) + " |")
-    lines += ["", "A per-CPU map's value, a global and a plain array each live in map memory "
-              "the kernel itself does not touch between two events; a task's fields are on "
-              "pages the scheduler has just used. Where these differ by tens of nanoseconds "
-              "(page-table isolation without PCID), a program's cost follows the pages it "
-              "touches; where they do not, its instructions.", ""]
+    lines.append("")
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, "access.md")
     with open(path, "w") as f:
