@@ -103,7 +103,7 @@ fuzz: deps
 test-kernels: check-root all $(BUILD)/iowork $(BUILD)/schedwork $(BUILD)/waitwork $(BUILD)/diagwork $(BUILD)/network $(BUILD)/delayline
 	./tests/vm/test-kernels.sh $(TEST_KERNELS_OPTS)
 
-$(BUILD)/floor.bpf.o $(BUILD)/flow_floor.bpf.o $(BUILD)/sched_floor.bpf.o $(BUILD)/netstack_floor.bpf.o $(BUILD)/flow_sk.bpf.o $(BUILD)/access.bpf.o: $(BUILD)/%.bpf.o: bench/%.bpf.c | $(BUILD)
+$(BUILD)/floor.bpf.o $(BUILD)/flow_floor.bpf.o $(BUILD)/sched_floor.bpf.o $(BUILD)/netstack_floor.bpf.o $(BUILD)/flow_sk.bpf.o $(BUILD)/access.bpf.o: $(BUILD)/%.bpf.o: bench/%.bpf.c $(wildcard include/*.h bpf/*.bpf.h) | $(BUILD)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
 # bench/flow.py --probe: the socket-storage probe with a cookie index beside it

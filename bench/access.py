@@ -2,7 +2,8 @@
 """What one memory access costs a BPF program here: bench/access.bpf.c's programs on
 sched_switch, each alone beside a context-switch storm (stress-ng --switch on the last CPU),
 kernel.bpf_stats_enabled=1 (restored); ns per run over PLUMB_BENCH_ACCESS_ROUNDS (default 7)
-rounds, the programs' order alternating, medians. Writes bench/results/access.md.
+rounds, the programs' order alternating: the median of the rounds and the median of each
+round's difference from the empty program. Writes bench/results/access.md.
 
 Where the kernel flushes the TLB at every entry (page-table isolation without PCID: the
 `pti` and `pcid` flags in the machine line), each page a program touches after an entry is a
@@ -52,7 +53,7 @@ def one(name, cpu):
 def main():
     if os.geteuid() != 0:
         sys.exit("access.py: needs root (BPF, sysctl)")
-    missing = [t for t in ("bpftool", "stress-ng", "taskset") if not shutil.which(t)]
+    missing = [t for t in ("bpftool", "stress-ng", "taskset", "sysctl") if not shutil.which(t)]
     missing += [f for f in (OBJ, os.path.join(BUILD, "hold")) if not os.path.exists(f)]
     if missing:
         sys.exit(f"access.py: missing {', '.join(missing)}: scripts/install-deps.sh, then "

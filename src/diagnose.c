@@ -1322,9 +1322,9 @@ int diagnose_run(const struct diagnose_options *o)
 	if (!d.nbase)
 		mark(&d, 1, d.prev, d.nprev); /* --baseline: the whole run is the observation */
 	pr_info("diagnose: attached; %zu threads tracked\n", d.ntracked);
+	t0 = start = d.started = d.ended = d.observed = monotonic_s();
 	if (!d.nbase)
 		pr_info("diagnose: observation window starts\n");
-	t0 = start = d.started = d.ended = d.observed = monotonic_s();
 	while (!exiting && d.nint + 1 < d.max_int) {
 		struct sched_thread_sample *t;
 		struct sched_wait_sample *w;
