@@ -53,11 +53,12 @@ def hold_off(p):
 
 def machine():
     """A description of the machine, for the results file."""
-    cpu = "?"
+    cpu, flags = "?", None
     for line in _read("/proc/cpuinfo", "").splitlines():
-        if line.startswith("model name"):
+        if line.startswith("model name") and cpu == "?":
             cpu = line.split(":", 1)[1].strip()
-            break
+        elif line.startswith("flags") and flags is None:
+            flags = set(line.split(":", 1)[1].split())
     mem_kb = 0
     for line in _read("/proc/meminfo", "").splitlines():
         if line.startswith("MemTotal:"):
@@ -66,11 +67,6 @@ def machine():
                          capture_output=True, text=True).stdout.strip() or "?"
     dirty = subprocess.run(["git", "-C", HERE, "status", "--porcelain", "--", ".."],
                            capture_output=True, text=True).stdout.strip()
-    flags = None
-    for line in _read("/proc/cpuinfo", "").splitlines():
-        if line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-            break
     # x86: with page-table isolation and no PCID every kernel entry flushes the kernel's
     # non-global TLB entries, so the first touch of each such page after it is a page walk
     # (bench/access.py measures what a program's reads cost)

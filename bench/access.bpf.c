@@ -3,8 +3,8 @@
  * What one memory access costs a BPF program on this machine: programs on sched_switch that
  * each read one thing and return, for bench/access.py (loaded one at a time by bench/hold.c).
  * On a host whose kernel entries flush the TLB (page-table isolation without PCID), the
- * first touch of a page after each entry is a page walk: a program pays for the pages of map
- * memory it touches, and the kind of map decides the page.
+ * first touch of a non-global page after each entry should be a page walk: a program would
+ * pay for the pages of map memory it touches rather than for its instructions.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>

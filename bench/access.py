@@ -6,9 +6,9 @@ rounds, the programs' order alternating: the median of the rounds and the median
 round's difference from the empty program. Writes bench/results/access.md.
 
 Where the kernel flushes the TLB at every entry (page-table isolation without PCID: the
-`pti` and `pcid` flags in the machine line), each page a program touches after an entry is a
-page walk, nested under a hypervisor: a per-event cost that follows the pages touched, not the
-instructions. This names the machine kind a result came from.
+`pti` and `pcid` flags in the machine line), the first touch of each non-global page after an
+entry should be a page walk, nested under a hypervisor: a per-event cost that follows the
+pages touched rather than the instructions. The rows tell such a machine kind from others.
 """
 
 import os

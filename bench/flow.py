@@ -490,8 +490,9 @@ def iperf3_in_run(iperf, programs):
     0.3 s before its attach to 0.3 s after its detach) against the rate of the 3 s around it,
     as bench/netstack.py's iperf3_in_run measures the netstack windows; here over the time
     attached, the agent's being always attached: 1 - mean bytes missing / (the rate between
-    windows x the mean attach-to-detach span), with the 95% interval over the windows. The attach and detach transients are
-    in the window's span: a steady agent pays neither, so this is conservative."""
+    windows x the mean attach-to-detach span), with the 95% interval over the windows. The
+    attach and detach transients are in the window's span: a steady agent pays neither, so
+    this is conservative."""
     from netstack import iperf3_in_run_analysis
 
     runtime = int(IN_RUN_PERIODS * IN_RUN_PERIOD + 5)
@@ -556,9 +557,10 @@ rate of the 3 s either side (this machine's rate drifts by several percent over 
 seconds, so runs compared in pairs resolve little: flow.md); the ratio is 1 - the mean bytes
 missing per window / the bytes of its attached time (attach to detach) at the rate between
 the windows, with the 95% interval over the windows. The attach and detach transients are
-counted in it, which an agent that stays attached does not pay: an upper bound of the programs' cost. The agent's own process adds its
-CPU share at most (flow.md: 0.00-0.25% of one CPU in its iperf3 runs). Targets (issue 4 §6):
->= 0.99 with connections only, >= 0.98 with bytes.""")
+counted in it, which an agent that stays attached does not pay: an upper bound of the
+programs' cost. The agent's own process adds its CPU share at most (flow.md: 0.00-0.25% of
+one CPU in its iperf3 runs). Targets (issue 4 §6): >= 0.99 with connections only, >= 0.98
+with bytes.""")
     try:
         iperf = Iperf(cleanup)
         iperf.run("128K")  # warm-up, not measured

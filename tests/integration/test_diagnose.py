@@ -54,13 +54,20 @@ steal_rates = (0.0, 0.0)  # the last run's (baseline, observation) steal, s/s
 # run whose top finding is such a wait (PEER_WAITS) while the pace fell by more than LOAD_VOID
 # is void as above; any other finding fails, and so does a peer wait whose target's I/O did
 # not fall by more than LOAD_VOID. (The steal above is still rated over the test's own
-# clock: from before diagnose loads to after it exits.) On a kvm-clock host
-# (2026-12-05), 12 clean runs of (a), rated then over the test's own clock: redis read and
-# wrote 0.78-1.27x as much in the observation window as in the baseline, and the one finding (epoll wait 0.09 -> 0.28 s/s,
-# z 2.62) came with 0.78x; (c), (d), (e) moved 0.92-1.07x; (b) does no I/O (never void).
+# clock: from before diagnose loads to after it exits.) On a kvm-clock host (2026-12-05),
+# 12 clean runs of (a), rated then over the test's own clock: redis read and wrote
+# 0.78-1.27x as much in the observation window as in the baseline, and the one finding
+# (epoll wait 0.09 -> 0.28 s/s, z 2.62) came with 0.78x; (c), (d), (e) moved 0.92-1.07x;
+# (b) does no I/O (never void).
 LOAD_VOID = 0.1
 PEER_WAITS = ("epoll wait", "slow dependency", "pipeline stage")
 load_rates = None  # the last run's (baseline, observation) bytes a second, where known
+
+
+def proc_io(pid, *fields):
+    """The sum of fields (e.g. "rchar") of /proc/PID/io; FileNotFoundError once pid is gone."""
+    with open(f"/proc/{pid}/io") as f:
+        return sum(int(x.split()[1]) for x in f if x.split(":")[0] in fields)
 
 
 class Pace:
@@ -74,8 +81,7 @@ class Pace:
     def run(self):
         while not self.done.is_set():
             try:
-                with open(f"/proc/{self.pid}/io") as f:
-                    n = sum(int(x.split()[1]) for x in f if x.startswith(("rchar:", "wchar:")))
+                n = proc_io(self.pid, "rchar", "wchar")
             except (OSError, ValueError, IndexError):
                 return  # the target is gone (or unreadable): the samples so far stand
             self.samples.append((time.monotonic(), n))
@@ -193,10 +199,10 @@ def expect_clean(report, what, pace=True):
             raise Void(f"{what}: a change found while the host's steal went from {base:.2f} "
                        f"to {obs:.2f} CPU-s/s (void beyond {STEAL_VOID}): "
                        f"{json.dumps(report['findings'])[:300]}")
-        top_cause = top(report)["cause"] if top(report) else None
-        if pace and load_rates and top_cause in PEER_WAITS and \
+        f = top(report)
+        if pace and load_rates and f and f["cause"] in PEER_WAITS and \
                 load_rates[1] < (1 - LOAD_VOID) * load_rates[0]:
-            raise Void(f"{what}: {top_cause} found while the target's I/O fell from "
+            raise Void(f"{what}: {f['cause']} found while the target's I/O fell from "
                        f"{load_rates[0] / 1e6:.3f} to {load_rates[1] / 1e6:.3f} MB/s (void "
                        f"beyond -{LOAD_VOID:.0%}): {json.dumps(report['findings'])[:300]}")
     assert report["verdict"] == "no significant change", \
@@ -320,8 +326,7 @@ def scenario_disk(cleanup, inject):
         n = 0
         for pid in pids:
             try:
-                with open(f"/proc/{pid}/io") as f:
-                    n += sum(int(x.split()[1]) for x in f if x.startswith("write_bytes:"))
+                n += proc_io(pid, "write_bytes")
             except FileNotFoundError:
                 pass
         return n
