@@ -91,3 +91,32 @@ int BPF_PROG(access_gate, bool preempt, struct task_struct *prev, struct task_st
 {
 	return gate_open();
 }
+
+/*
+ * Page or cache line: two dependent reads of one .data array (an mmapable array map: its
+ * value starts on a page), the second at an index the first read gives, so the second cannot
+ * start before the first ends. steps[0] = 512 puts the second 2048 bytes on (the same page, a
+ * cache line no prefetcher brings with the first); steps[1] = 1024 puts it 4096 bytes on (the
+ * next page). If what a first touch costs is a TLB miss, the near pair costs one miss and the
+ * far pair two; if it is a cache miss, both pairs cost two.
+ */
+__u32 steps[2048] = { 512, 1024 };
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(access_line, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return steps[steps[0] & 2047] == 7;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(access_page, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return steps[steps[1] & 2047] == 7;
+}
+
+/* the first read alone */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(access_data, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return steps[0] == 7;
+}

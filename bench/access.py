@@ -8,7 +8,8 @@ round's difference from the empty program. Writes bench/results/access.md.
 Where the kernel flushes the TLB at every entry (page-table isolation without PCID: the
 `pti` and `pcid` flags in the machine line), the first touch of each non-global page after an
 entry should be a page walk, nested under a hypervisor: a per-event cost that follows the
-pages touched rather than the instructions. The rows tell such a machine kind from others.
+pages touched rather than the instructions. The rows tell such a machine kind from others;
+the last two (two dependent reads, one page or two) tell a page's cost from a cache line's.
 """
 
 import os
@@ -33,6 +34,9 @@ PROGRAMS = [
     ("access_per_cpu", "a per-CPU array's value (the handover gate's first read)"),
     ("access_by_cpu", "a plain array's value at the CPU's index"),
     ("access_gate", "the handover gate (its per-CPU value and a .rodata global)"),
+    ("access_data", "a global in .data (the first of the next two rows' reads)"),
+    ("access_line", "two dependent reads of .data, 2048 bytes apart (the same page)"),
+    ("access_page", "two dependent reads of .data, 4096 bytes apart (two pages)"),
 ]
 
 
