@@ -224,6 +224,28 @@ static int addr_parse(struct graph *g, const char *s, struct graph_addr *out)
 	return 0;
 }
 
+/*
+ * An end's peer: as addr_parse(), but "" and the unspecified addresses (0.0.0.0, ::) are an
+ * unknown peer (family 0): a UDP datagram read without asking its source (recv() on an
+ * unconnected socket), which the agent writes "" in /api/v1/graph and 0.0.0.0 or :: in its
+ * metrics (docs/metrics.md), and Prometheus keeps no empty label of.
+ */
+static int peer_parse(struct graph *g, const char *s, struct graph_addr *out)
+{
+	static const uint8_t zero[16];
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	if (!*s)
+		return 0;
+	ret = addr_parse(g, s, out);
+	if (!ret && out->family == 4 && !memcmp(out->a + 12, zero, 4))
+		memset(out, 0, sizeof(*out));
+	else if (!ret && out->family == 6 && !memcmp(out->a, zero, 16))
+		memset(out, 0, sizeof(*out));
+	return ret;
+}
+
 /* As the agent prints it: inet_ntop, IPv4-mapped addresses as IPv4; a unix one as it was. */
 static const char *addr_text(const struct graph *g, const struct graph_addr *x, char *buf,
 			     size_t len)
@@ -694,7 +716,7 @@ static int agent_end(struct agent_parse *a, struct json_object *e, size_t i, str
 	if (ret)
 		return fail(c, ret, "%s.local_addr \"%.80s\" is not an IP or unix: address", where,
 			    local);
-	ret = addr_parse(a->g, peer, &out->peer);
+	ret = peer_parse(a->g, peer, &out->peer);
 	if (ret)
 		return fail(c, ret, "%s.peer_addr \"%.80s\" is not an IP or unix: address", where,
 			    peer);
@@ -1139,12 +1161,18 @@ static const char *prom_protocol(const struct prom_sample *s)
 	return s->label[PL_PROTOCOL] ? s->label[PL_PROTOCOL] : "tcp";
 }
 
+/* Prometheus keeps no label whose value is empty: a series without peer_addr had "" */
+static const char *prom_peer(const struct prom_sample *s)
+{
+	return s->label[PL_PEER_ADDR] ? s->label[PL_PEER_ADDR] : "";
+}
+
 /* A flow series' labels, checked, and the key of its end in *key. */
 static int prom_flow_key(struct prom_build *b, const struct prom_sample *s, const char *metric,
 			 size_t i, bool bytes, char **key)
 {
-	static const enum prom_label need[] = { PL_INSTANCE,  PL_CGROUP,    PL_COMM,
-						PL_PEER_ADDR, PL_PEER_PORT, PL_ROLE };
+	static const enum prom_label need[] = { PL_INSTANCE, PL_CGROUP, PL_COMM, PL_PEER_PORT,
+						PL_ROLE };
 
 	for (size_t k = 0; k < ARRAY_SIZE(need); k++)
 		if (!s->label[need[k]])
@@ -1155,8 +1183,8 @@ static int prom_flow_key(struct prom_build *b, const struct prom_sample *s, cons
 		return fail(b->c, -EINVAL, "%s: result[%zu]: direction is not tx or rx", metric, i);
 	if (asprintf(key, "%zu:%s,%zu:%s,%zu:%s,%zu:%s,%zu:%s,%s,%s", strlen(s->label[PL_INSTANCE]),
 		     s->label[PL_INSTANCE], strlen(s->label[PL_CGROUP]), s->label[PL_CGROUP],
-		     strlen(s->label[PL_COMM]), s->label[PL_COMM], strlen(s->label[PL_PEER_ADDR]),
-		     s->label[PL_PEER_ADDR], strlen(s->label[PL_PEER_PORT]), s->label[PL_PEER_PORT],
+		     strlen(s->label[PL_COMM]), s->label[PL_COMM], strlen(prom_peer(s)),
+		     prom_peer(s), strlen(s->label[PL_PEER_PORT]), s->label[PL_PEER_PORT],
 		     s->label[PL_ROLE], prom_protocol(s)) < 0) {
 		*key = NULL;
 		return fail(b->c, -ENOMEM, "out of memory");
@@ -1284,12 +1312,12 @@ static int prom_end_add(struct prom_build *b, const struct prom_end *pe)
 		return fail(b->c, -EINVAL,
 			    "flow series of %s, comm %s: role \"%s\" is not client or server",
 			    s->label[PL_INSTANCE], s->label[PL_COMM], s->label[PL_ROLE]);
-	ret = addr_parse(b->g, s->label[PL_PEER_ADDR], &e->peer);
+	ret = peer_parse(b->g, prom_peer(s), &e->peer);
 	if (ret)
 		return fail(b->c, ret,
 			    "flow series of %s, comm %s: peer_addr \"%.80s\" is not an IP or unix: "
 			    "address",
-			    s->label[PL_INSTANCE], s->label[PL_COMM], s->label[PL_PEER_ADDR]);
+			    s->label[PL_INSTANCE], s->label[PL_COMM], prom_peer(s));
 	proto = protocol_index(b->g, prom_protocol(s));
 	if (proto < 0)
 		return fail(b->c, -EINVAL, "flow series of %s, comm %s: protocol \"%s\": %s",
@@ -1518,6 +1546,7 @@ struct external_node {
 struct share {
 	uint32_t proc;
 	uint64_t tx, rx, conns; /* what the server ends counted */
+	size_t key; /* an index into servers[] (per end, unknown peers only) */
 };
 
 struct join {
@@ -1527,6 +1556,10 @@ struct join {
 	struct server_key *servers;
 	size_t nservers;
 	bool *matched; /* per servers[] */
+	/* per servers[]: the server's rx, tx and connections that client ends have taken (ends
+	 * with an unknown peer, matched by any client: what is left comes from an unknown one) */
+	uint64_t (*taken)[3];
+	bool any_peer; /* the candidates are server ends with an unknown peer (rule 2's last) */
 	struct graph_addr *ext;
 	size_t next, ext_cap;
 	void *ext_tree;
@@ -1546,6 +1579,7 @@ static void join_free(struct join *j)
 	free(j->owners);
 	free(j->servers);
 	free(j->matched);
+	free(j->taken);
 	free(j->ext);
 	tdestroy(j->ext_tree, free);
 	free(j->edges.e);
@@ -1592,7 +1626,8 @@ static int join_index(struct join *j)
 	j->owners = calloc(n + 1, sizeof(*j->owners));
 	j->servers = calloc(g->nends + 1, sizeof(*j->servers));
 	j->matched = calloc(g->nends + 1, sizeof(*j->matched));
-	if (!j->owners || !j->servers || !j->matched)
+	j->taken = calloc(g->nends + 1, sizeof(*j->taken));
+	if (!j->owners || !j->servers || !j->matched || !j->taken)
 		return -ENOMEM;
 	for (size_t h = 0; h < g->nhosts; h++)
 		for (size_t i = 0; i < g->hosts[h].naddrs; i++)
@@ -1664,6 +1699,7 @@ static int join_candidates(struct join *j, const struct graph_end *c, uint32_t a
 		4, { [10] = 0xff, [11] = 0xff, [12] = 127, [13] = 255, [14] = 255, [15] = 255 }
 	};
 	static const struct graph_addr v6_loopback = { 6, { [15] = 1 } };
+	static const struct graph_addr unknown;
 	const struct graph_host *ha = &j->g->hosts[a];
 	struct addr_owner probe = { .addr = c->peer };
 	size_t i, k = 0;
@@ -1671,6 +1707,7 @@ static int join_candidates(struct join *j, const struct graph_end *c, uint32_t a
 
 	j->ncand = 0;
 	j->nbhosts = 0;
+	j->any_peer = false;
 	/* B owns the client's peer address, or it is a loopback address and B is A */
 	i = 0;
 	for (size_t hi = j->nowners; i < hi;) {
@@ -1713,6 +1750,13 @@ static int join_candidates(struct join *j, const struct graph_end *c, uint32_t a
 		if (b == a && !ret)
 			ret = join_range(j, c, b, &v6_loopback, &v6_loopback);
 	}
+	/* none saw the client's address: the server ends that saw no address at all */
+	if (!ret && !j->ncand) {
+		for (i = 0; i < j->nbhosts && !ret; i++)
+			if (!i || j->bhosts[i] != j->bhosts[i - 1])
+				ret = join_range(j, c, j->bhosts[i], &unknown, &unknown);
+		j->any_peer = j->ncand > 0;
+	}
 	if (ret)
 		return ret;
 	qsort(j->cand, j->ncand, sizeof(*j->cand), size_cmp);
@@ -1730,7 +1774,10 @@ static int share_cmp(const void *a, const void *b)
 	return (x->proc > y->proc) - (x->proc < y->proc);
 }
 
-/* The matched server ends gathered per server vertex (process), in j->shares. */
+/*
+ * The matched server ends gathered per server vertex (process), in j->shares; ends with an
+ * unknown peer one by one (what each is given is taken from it, for the rest of rule 3).
+ */
 static int join_shares(struct join *j)
 {
 	size_t k = 0;
@@ -1744,7 +1791,11 @@ static int join_shares(struct join *j)
 		const struct graph_end *s = &j->g->ends[j->servers[j->cand[i]].end];
 
 		j->matched[j->cand[i]] = true;
-		j->shares[i] = (struct share){ s->proc, s->tx, s->rx, s->conns };
+		j->shares[i] = (struct share){ s->proc, s->tx, s->rx, s->conns, j->cand[i] };
+	}
+	if (j->any_peer) {
+		j->nshares = j->ncand;
+		return 0;
 	}
 	qsort(j->shares, j->ncand, sizeof(*j->shares), share_cmp);
 	for (size_t i = 0; i < j->ncand; i++) {
@@ -1781,6 +1832,18 @@ static int join_split(struct join *j, uint64_t total, size_t field, uint64_t *pa
 	return graph_split(total, j->weight, j->nshares, part);
 }
 
+/* An edge given from a server end with an unknown peer: taken from what it counted. */
+static void join_take(struct join *j, const struct share *s, const struct raw_edge *e)
+{
+	uint64_t *t = j->taken[s->key];
+
+	if (!j->any_peer)
+		return;
+	t[0] = add_sat(t[0], e->tx); /* the client's tx: the server's rx */
+	t[1] = add_sat(t[1], e->rx);
+	t[2] = add_sat(t[2], e->conns);
+}
+
 static int join_client(struct join *j, const struct graph_end *c)
 {
 	struct raw_edge e = {
@@ -1810,6 +1873,7 @@ static int join_client(struct join *j, const struct graph_end *c)
 		return ret;
 	if (j->nshares == 1) {
 		e.dst = j->shares[0].proc;
+		join_take(j, &j->shares[0], &e);
 		return edge_set_add(&j->edges, &e);
 	}
 	if (j->nshares > j->scratch_cap) {
@@ -1833,6 +1897,7 @@ static int join_client(struct join *j, const struct graph_end *c)
 		e.tx = tx[i];
 		e.rx = rx[i];
 		e.conns = conns[i];
+		join_take(j, &j->shares[i], &e);
 		ret = edge_set_add(&j->edges, &e);
 	}
 	return ret;
@@ -1905,8 +1970,17 @@ static int join_run(struct join *j)
 			.conns = s->conns,
 		};
 
-		if (j->matched[i])
+		if (!s->peer.family) { /* unknown peer: what the client ends did not take */
+			const uint64_t *t = j->taken[i];
+
+			e.tx = e.tx > t[0] ? e.tx - t[0] : 0;
+			e.rx = e.rx > t[1] ? e.rx - t[1] : 0;
+			e.conns = e.conns > t[2] ? e.conns - t[2] : 0;
+			if (j->matched[i] && !e.tx && !e.rx && !e.conns)
+				continue;
+		} else if (j->matched[i]) {
 			continue;
+		}
 		ret = external_ref(j, &s->peer, &e.src);
 		ret = ret ?: edge_set_add(&j->edges, &e);
 	}
@@ -2002,7 +2076,7 @@ static int vertex_fill_external(struct graph_vertex *v, const struct graph *g,
 				const struct graph_addr *x)
 {
 	char buf[INET6_ADDRSTRLEN];
-	const char *addr = addr_text(g, x, buf, sizeof(buf));
+	const char *addr = x->family ? addr_text(g, x, buf, sizeof(buf)) : "unknown";
 
 	v->kind = GRAPH_VERTEX_EXTERNAL;
 	v->id = string_printf("external/%s", addr);

@@ -14,6 +14,10 @@ stays where it was started).
                                                REPLY bytes back to its sender (sendto)
   flowwork.py CGDIR udpclient HOST PORT N SIZE  an unconnected socket: N times send SIZE bytes
                                                (sendto), then receive the reply (recvfrom)
+  flowwork.py CGDIR udpsink HOST PORT N         read N datagrams with recv(), which does not
+                                               ask for their source; print "got BYTES"
+  flowwork.py CGDIR udpsend HOST PORT N SIZE    an unconnected socket: N times send SIZE bytes
+                                               (sendto), no reply awaited
   flowwork.py CGDIR mix A/P/N/SIZE,... -        as client to each ADDR/PORT in turn
   flowwork.py CGDIR unixserver PATH - REPLY     as server, over a unix stream socket at PATH
   flowwork.py CGDIR unixclient PATH - N SIZE    as client, over a unix stream socket
@@ -75,6 +79,19 @@ def main():
         while True:
             _, peer = s.recvfrom(65536)
             s.sendto(b"r" * reply, peer)
+    elif mode == "udpsink":
+        s = socket.socket(family, socket.SOCK_DGRAM)
+        s.bind((host, port))
+        print("listening", flush=True)
+        got = sum(len(s.recv(65536)) for _ in range(int(sys.argv[5])))
+        print(f"got {got}", flush=True)
+        sys.stdin.read()  # the socket stays open until the test ends
+    elif mode == "udpsend":
+        n, size = int(sys.argv[5]), int(sys.argv[6])
+        s = socket.socket(family, socket.SOCK_DGRAM)
+        for _ in range(n):
+            s.sendto(b"s" * size, (host, port))
+        print("done", flush=True)
     elif mode == "udpclient":
         n, size = int(sys.argv[5]), int(sys.argv[6])
         s = socket.socket(family, socket.SOCK_DGRAM)

@@ -104,6 +104,7 @@ def graph_edge(agent, client, server, protocol, port, tx, rx, conns):
              "connections": conns}]
     got = [{k: e[k] for k in want[0]} for e in got]
     assert got == want, f"edge {client} -> {server}: expected {want}, got {got}"
+    return doc
 
 
 def test_udp(agent, cleanup):
@@ -126,6 +127,37 @@ def test_udp(agent, cleanup):
         dict(end, pid=s.pid, role="server", tx_bytes=50 * 333, rx_bytes=50 * 1400,
              peer_pid=c.pid)])
     graph_edge(agent, c.pid, s.pid, "udp", port, 50 * 1400, 50 * 333, 1)
+
+
+def test_udp_no_source(agent, cleanup):
+    """A UDP server that reads with recv(), which asks for no source address: its flow's peer
+    is unknown (0.0.0.0 in the metrics, "" in /api/v1/graph), and plumb graph still joins the
+    sender to it by port (docs/graph.md §3), the sender's bytes exact, nothing from an unknown
+    peer."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/sink-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/sink-cli")
+    port = free_port()
+    s = start(cleanup, cgs, "udpsink", "127.0.0.1", port, 50)
+    expect_line(s, "listening")
+    c = start(cleanup, cgc, "udpsend", "127.0.0.1", port, 50, 1400)
+    expect_line(c, "done")
+    c.wait()
+    expect_line(s, f"got {50 * 1400}")
+    kw = dict(peer="0.0.0.0", protocol="udp")
+    m = settle(agent, lambda m: flow(m, srv, "server", port, "rx", **kw) == 50 * 1400,
+               timeout=10)
+    got = flow(m, srv, "server", port, "rx", **kw)
+    assert got == 50 * 1400, f"the sink's rx from an unknown peer: {got}, expected {50 * 1400}"
+    end = {"protocol": "udp", "port": port, "connections": 1, "peer_pid": 0}
+    graph_ends(agent, (c.pid, s.pid), [
+        dict(end, pid=c.pid, role="client", tx_bytes=50 * 1400, rx_bytes=0, local_addr="",
+             peer_addr="127.0.0.1"),
+        dict(end, pid=s.pid, role="server", tx_bytes=0, rx_bytes=50 * 1400,
+             local_addr="127.0.0.1", peer_addr="")])
+    doc = graph_edge(agent, c.pid, s.pid, "udp", port, 50 * 1400, 0, 1)
+    unknown = [e for e in doc["edges"] if e["source"] == "external/unknown"
+               and e["port"] == port]
+    assert not unknown, f"bytes from an unknown peer, where the sender took them all: {unknown}"
 
 
 def test_unix(agent, cleanup, tmpdir):
@@ -474,6 +506,8 @@ def main():
                              ("graph ends paired by process", test_graph_pairs),
                              ("TCP segments as TCP_INFO counts them", test_segments),
                              ("UDP, unconnected sockets, exact", test_udp),
+                             ("UDP read without the source: joined by port",
+                              test_udp_no_source),
                              ("bytes of an open connection", test_live_bytes)):
                 runner.run(f"flow ({mode}): {name}", fn, agent, cleanup)
             runner.run(f"flow ({mode}): unix stream sockets, exact", test_unix, agent, cleanup,
@@ -493,6 +527,8 @@ def main():
         assert "UDP from send*/recv* syscall exits" in agent.output(), agent.output()
         runner.run("flow (no sock_send_length): UDP from syscall exits, exact", test_udp, agent,
                    cleanup)
+        runner.run("flow (no sock_send_length): UDP read without the source", test_udp_no_source,
+                   agent, cleanup)
         runner.run("flow (no sock_send_length): unix from syscall exits, exact", test_unix,
                    agent, cleanup, tmpdir)
         agent.stop()

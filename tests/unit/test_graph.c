@@ -401,6 +401,44 @@ static void test_join(void **state)
 		  GRAPH_PROJECT_PROCESS,
 		  { { "hostA/4242", "external/10.77.0.2", "53", 1, 2, 1 },
 		    { "external/10.77.0.1", "hostB/77", "53/udp", 1, 2, 1 } } },
+		/* a UDP server end with peer_addr "": datagrams read without their source */
+		{ "udp read without its source: the client's, the rest from an unknown peer",
+		  { HOST_A(ENDP("udp", 4242, "client", "", "10.77.0.2", 514, 100, 0, 1, 0)),
+		    HOST_B(ENDP("udp", 77, "server", "10.77.0.2", "", 514, 0, 150, 2, 0)) },
+		  GRAPH_PROJECT_PROCESS,
+		  { { "hostA/4242", "hostB/77", "514/udp", 100, 0, 1 },
+		    { "external/unknown", "hostB/77", "514/udp", 50, 0, 1 } } },
+		{ "udp read without its source, no client seen",
+		  { HOST_B(ENDP("udp", 77, "server", "10.77.0.2", "", 514, 5, 150, 2, 0)) },
+		  GRAPH_PROJECT_PROCESS,
+		  { { "external/unknown", "hostB/77", "514/udp", 150, 5, 2 } } },
+		{ "a server end that saw the client's address comes before one that saw none",
+		  { HOST_A(ENDP("udp", 4242, "client", "", "10.77.0.2", 514, 100, 0, 1, 0)),
+		    HOST_B(TWO(
+			    ENDP("udp", 77, "server", "10.77.0.2", "10.77.0.1", 514, 0, 100, 1, 0),
+			    ENDP("udp", 78, "server", "10.77.0.2", "", 514, 0, 40, 1, 0))) },
+		  GRAPH_PROJECT_PROCESS,
+		  { { "hostA/4242", "hostB/77", "514/udp", 100, 0, 1 },
+		    { "external/unknown", "hostB/78", "514/udp", 40, 0, 1 } } },
+		{ "two clients take all a source-less server end counted",
+		  { LOCAL(TWO(TWO(ENDP("udp", 5000, "client", "", "127.0.0.1", 9000, 10, 0, 1, 0),
+				  ENDP("udp", 6000, "client", "", "127.0.0.1", 9000, 20, 0, 1, 0)),
+			      ENDP("udp", 5001, "server", "127.0.0.1", "", 9000, 0, 30, 2, 0))) },
+		  GRAPH_PROJECT_PROCESS,
+		  { { "hostA/5000", "hostA/5001", "9000/udp", 10, 0, 1 },
+		    { "hostA/6000", "hostA/5001", "9000/udp", 20, 0, 1 } } },
+		{ "the unspecified addresses, as the agent's metrics write an unknown peer",
+		  { HOST_A(TWO(ENDP("udp", 4242, "client", "", "10.77.0.2", 514, 100, 0, 1, 0),
+			       ENDP("udp", 4242, "client", "", "fd77::2", 515, 10, 0, 1, 0))),
+		    HOST_B(TWO(ENDP("udp", 77, "server", "10.77.0.2", "0.0.0.0", 514, 0, 100, 1, 0),
+			       ENDP("udp", 77, "server", "fd77::2", "::", 515, 0, 10, 1, 0))) },
+		  GRAPH_PROJECT_PROCESS,
+		  { { "hostA/4242", "hostB/77", "514/udp", 100, 0, 1 },
+		    { "hostA/4242", "hostB/77", "515/udp", 10, 0, 1 } } },
+		{ "a client end whose peer is unknown",
+		  { HOST_A(ENDP("udp", 4242, "client", "", "", 53, 7, 0, 1, 0)) },
+		  GRAPH_PROJECT_PROCESS,
+		  { { "hostA/4242", "external/unknown", "53/udp", 7, 0, 1 } } },
 		{ "two server ends of one process are one server vertex",
 		  { HOST_A(END(4242, "client", "10.77.0.1", "10.77.0.2", 80, 1001, 2002, 7, 0)),
 		    HOST_B(TWO(END(77, "server", "10.77.0.2", "10.77.0.1", 80, 300, 100, 1, 0),
@@ -676,8 +714,6 @@ static void test_agent_malformed(void **state)
 		  "ends[0].peer_pid is not an integer" },
 		{ DOC("hostA", "", "", END(1, "client", "", "10.0.0.300", 80, 1, 1, 1, 0)),
 		  "ends[0].peer_addr \"10.0.0.300\" is not an IP or unix: address" },
-		{ DOC("hostA", "", "", END(1, "client", "", "", 80, 1, 1, 1, 0)),
-		  "ends[0].peer_addr \"\" is not an IP or unix: address" },
 		{ DOC("hostA", "", "", END(1, "client", "here", "10.0.0.2", 80, 1, 1, 1, 0)),
 		  "ends[0].local_addr \"here\" is not an IP or unix: address" },
 		{ DOC("hostA", "", "",
@@ -897,6 +933,12 @@ static void test_limits(void **state)
 #define NAMED	 FP("b:9977", "named", "10.0.0.1", 53, "server", "udp")
 #define SOCK	 FP("a:9977", "app", "unix:/run/x.sock", 0, "client", "unix")
 #define CACHE	 F("b:9977", "cache", "127.0.0.1", 6380, "server")
+/* peer_addr "" (a UDP server that reads without asking the source): Prometheus keeps no label */
+#define SYSLOG \
+	"'instance': 'b:9977', 'job': 'plumb', 'cgroup': '/system.slice/syslog.service', " \
+	"'workload': 'systemd/syslog.service', 'comm': 'syslog', 'peer_port': '514', " \
+	"'role': 'server', 'protocol': 'udp'"
+#define LOGGER	 FP("a:9977", "logger", "10.0.0.2", 514, "client", "udp")
 
 static const char *const prom_fixture[GRAPH_PROM_QUERIES] = {
 	[GRAPH_PROM_BYTES_NOW] = VECTOR(
@@ -911,7 +953,8 @@ static const char *const prom_fixture[GRAPH_PROM_QUERIES] = {
 		TX(LONE, "4") ", "
 		TX(WEB, "3") ", " TX(CACHE, "6") ", "
 		TX(DNS_TCP, "11") ", " TX(DNS_UDP, "22") ", " RX(DNS_UDP, "44") ", "
-		TX(NAMED, "44") ", " RX(NAMED, "22") ", " TX(SOCK, "5")),
+		TX(NAMED, "44") ", " RX(NAMED, "22") ", " TX(SOCK, "5") ", "
+		TX(LOGGER, "50") ", " RX(SYSLOG, "70")),
 	[GRAPH_PROM_BYTES_THEN] = VECTOR(
 		TX(CURL, "1000") ", " RX(CURL, "10000") ", "
 		TX(NGINX, "10000") ", " RX(NGINX, "1000") ", "
@@ -928,7 +971,7 @@ static const char *const prom_fixture[GRAPH_PROM_QUERIES] = {
 		CONNS(APP, "1") ", " CONNS(REDIS, "1") ", "
 		CONNS(LONE, "1") ", "
 		CONNS(DNS_TCP, "1") ", " CONNS(DNS_UDP, "2") ", " CONNS(NAMED, "2") ", "
-		CONNS(SOCK, "1")),
+		CONNS(SOCK, "1") ", " CONNS(LOGGER, "1") ", " CONNS(SYSLOG, "2")),
 	[GRAPH_PROM_CONNS_THEN] = VECTOR(
 		CONNS(CURL, "4") ", " CONNS(NGINX, "4") ", "
 		CONNS(CRON, "3") ", "
@@ -980,6 +1023,9 @@ static void test_prometheus(void **state)
 		{ PV("hostA", "resolver"), "external/10.0.0.2", "53", 11, 0, 1 },
 		{ PV("hostA", "resolver"), PV("hostB", "named"), "53/udp", 22, 44, 2 },
 		{ PV("hostA", "app"), "external/unix:/run/x.sock", "unix", 5, 0, 1 },
+		/* no peer_addr label: an unknown peer, matched by port; the rest from "unknown" */
+		{ PV("hostA", "logger"), PV("hostB", "syslog"), "514/udp", 50, 0, 1 },
+		{ "external/unknown", PV("hostB", "syslog"), "514/udp", 20, 0, 1 },
 		{ 0 },
 	};
 	char err[ERR_LEN] = "";
@@ -1019,6 +1065,8 @@ static void test_prometheus(void **state)
 			       { "hostA", "external/10.0.0.2", "53", 11, 0, 1 },
 			       { "hostA", "hostB", "53/udp", 22, 44, 2 },
 			       { "hostA", "external/unix:/run/x.sock", "unix", 5, 0, 1 },
+			       { "hostA", "hostB", "514/udp", 50, 0, 1 },
+			       { "external/unknown", "hostB", "514/udp", 20, 0, 1 },
 			       { 0 } },
 		       "prometheus, host projection"))
 		fail_msg("the Prometheus fixture's host edges differ");
