@@ -62,13 +62,14 @@ const volatile bool unix_on = true;
 #define IPPROTO_TCP 6
 #define IPPROTO_UDP 17
 /* x86_64 syscall numbers whose arguments name a UDP datagram's destination */
-#define NR_sendto   44
-#define NR_sendmsg  46
-#define NR_sendmmsg 307
-#define SOCK_STREAM 1
-#define E2BIG	    7
-#define EEXIST	    17
-#define MSG_PEEK    2
+#define NR_sendto	   44
+#define NR_sendmsg	   46
+#define NR_sendmmsg	   307
+#define SOCK_STREAM	   1
+#define SOCK_BINDPORT_LOCK 8 /* include/net/sock.h: sk_userlocks, bind() named the port */
+#define E2BIG		   7
+#define EEXIST		   17
+#define MSG_PEEK	   2
 /* include/net/tcp_states.h */
 #define TCP_ESTABLISHED 1
 #define TCP_SYN_SENT	2
@@ -560,6 +561,15 @@ int flow_recvmsg6(struct bpf_sock_addr *ctx)
 	return keep_source(ctx, true);
 }
 
+/*
+ * Whether the application chose the socket's local port (bind() with a port). A UDP socket
+ * whose port the kernel chose (at its first send, or bind() to port 0) serves nobody there.
+ */
+static __always_inline bool port_chosen(const struct sock *sk)
+{
+	return BPF_CORE_READ_BITFIELD_PROBED(sk, sk_userlocks) & SOCK_BINDPORT_LOCK;
+}
+
 /* One UDP call's bytes, to its (socket, peer) flow. */
 static __always_inline int count_dgram(struct sock *sk, __u64 key, int ret, bool tx)
 {
@@ -599,7 +609,13 @@ static __always_inline int count_dgram(struct sock *sk, __u64 key, int ret, bool
 		fresh.family = k.family ? k.family : fresh.family;
 		__builtin_memcpy(fresh.raddr, k.raddr, 16);
 		fresh.rport = k.rport;
-		fresh.role = tx ? FLOW_ROLE_CLIENT : FLOW_ROLE_SERVER;
+		/*
+		 * A datagram read without its source (k.family 0) on a port the kernel chose: a
+		 * client reading its replies (sendto, then recv). A server's port would be its own,
+		 * an ephemeral one, a label value per socket; a client's is the peer's: 0, unknown.
+		 */
+		fresh.role =
+			tx || (!k.family && !port_chosen(sk)) ? FLOW_ROLE_CLIENT : FLOW_ROLE_SERVER;
 		fresh.established = 1;
 		fresh.proto = FLOW_PROTO_UDP;
 		bpf_map_update_elem(&flow_dgram, &k, &fresh, BPF_NOEXIST);

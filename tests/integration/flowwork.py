@@ -18,6 +18,8 @@ stays where it was started).
                                                ask for their source; print "got BYTES"
   flowwork.py CGDIR udpsend HOST PORT N SIZE    an unconnected socket: N times send SIZE bytes
                                                (sendto), no reply awaited
+  flowwork.py CGDIR udpask HOST PORT N SIZE     N sockets, one after the other: send SIZE bytes
+                                               (sendto), read the reply with recv(), close
   flowwork.py CGDIR mix A/P/N/SIZE,... -        as client to each ADDR/PORT in turn
   flowwork.py CGDIR unixserver PATH - REPLY     as server, over a unix stream socket at PATH
   flowwork.py CGDIR unixclient PATH - N SIZE    as client, over a unix stream socket
@@ -91,6 +93,14 @@ def main():
         s = socket.socket(family, socket.SOCK_DGRAM)
         for _ in range(n):
             s.sendto(b"s" * size, (host, port))
+        print("done", flush=True)
+    elif mode == "udpask":
+        n, size = int(sys.argv[5]), int(sys.argv[6])
+        for _ in range(n):
+            s = socket.socket(family, socket.SOCK_DGRAM)
+            s.sendto(b"s" * size, (host, port))
+            s.recv(65536)
+            s.close()
         print("done", flush=True)
     elif mode == "udpclient":
         n, size = int(sys.argv[5]), int(sys.argv[6])

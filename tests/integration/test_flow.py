@@ -160,6 +160,38 @@ def test_udp_no_source(agent, cleanup):
     assert not unknown, f"bytes from an unknown peer, where the sender took them all: {unknown}"
 
 
+def test_udp_replies_no_source(agent, cleanup):
+    """A UDP client that reads its replies with recv() on sockets whose ports the kernel chose
+    (ten sockets, one query each): the replies count as its rx from an unknown peer on port 0,
+    one series, and no ephemeral port becomes a label value (before, each socket made a
+    series with its own port as a server's)."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/ask-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/ask-cli")
+    port = free_port()
+    s = start(cleanup, cgs, "udpserver", "127.0.0.1", port, 20)
+    expect_line(s, "listening")
+    c = start(cleanup, cgc, "udpask", "127.0.0.1", port, 10, 10)
+    expect_line(c, "done")
+    c.wait()
+    want = {("client", "127.0.0.1", str(port), "tx"): 100,
+            ("client", "127.0.0.1", str(port), "rx"): 0,
+            ("client", "0.0.0.0", "0", "tx"): 0, ("client", "0.0.0.0", "0", "rx"): 200}
+
+    def seen(m):
+        return {(dict(k)["role"], dict(k)["peer_addr"], dict(k)["peer_port"],
+                 dict(k)["direction"]): v
+                for k, v in select(m, "plumb_flow_bytes_total", cgroup=cli).items()}
+
+    m = settle(agent, lambda m: seen(m) == want and flow(m, srv, "server", port, "rx",
+                                                           protocol="udp") == 100, timeout=10)
+    assert seen(m) == want, f"the client's series: expected {want}, seen {seen(m)}"
+    conns = {(dict(k)["peer_addr"], dict(k)["peer_port"]): v for k, v in
+             select(m, "plumb_flow_connections_total", cgroup=cli).items()}
+    assert conns == {("127.0.0.1", str(port)): 10, ("0.0.0.0", "0"): 10}, conns
+    got = {d: flow(m, srv, "server", port, d, protocol="udp") for d in ("rx", "tx")}
+    assert got == {"rx": 100, "tx": 200}, f"the server's bytes: {got}"
+
+
 def test_unix(agent, cleanup, tmpdir):
     """A unix stream server and client: bytes exact at both ends, one per connection, the
     socket's path as the peer, and each end names the other's process (SO_PEERCRED)."""
@@ -508,6 +540,8 @@ def main():
                              ("UDP, unconnected sockets, exact", test_udp),
                              ("UDP read without the source: joined by port",
                               test_udp_no_source),
+                             ("UDP replies read without the source: no ephemeral port",
+                              test_udp_replies_no_source),
                              ("bytes of an open connection", test_live_bytes)):
                 runner.run(f"flow ({mode}): {name}", fn, agent, cleanup)
             runner.run(f"flow ({mode}): unix stream sockets, exact", test_unix, agent, cleanup,
@@ -529,6 +563,8 @@ def main():
                    cleanup)
         runner.run("flow (no sock_send_length): UDP read without the source", test_udp_no_source,
                    agent, cleanup)
+        runner.run("flow (no sock_send_length): UDP replies read without the source",
+                   test_udp_replies_no_source, agent, cleanup)
         runner.run("flow (no sock_send_length): unix from syscall exits, exact", test_unix,
                    agent, cleanup, tmpdir)
         agent.stop()
