@@ -302,6 +302,8 @@ static __always_inline struct flow_conn *conn_get(__u64 cookie, bool *created)
 	c = conn_lookup(cookie);
 	if (!c)
 		count_lost(FLOW_LOST_CONNS_FULL);
+	else if (*created)
+		c->first_ns = bpf_ktime_get_ns();
 	return c;
 }
 
@@ -411,6 +413,7 @@ int BPF_PROG(flow_state, const struct sock *sk, const int oldstate, const int ne
 		if (!c) {
 			set_owner(&v);
 			v.role = FLOW_ROLE_CLIENT;
+			v.first_ns = bpf_ktime_get_ns();
 			if (conn_insert(cookie, &v, fresh))
 				return 0;
 			c = conn_lookup(cookie);
@@ -427,6 +430,7 @@ int BPF_PROG(flow_state, const struct sock *sk, const int oldstate, const int ne
 		c = fresh ? NULL : conn_lookup(cookie);
 		if (!c) {
 			conn_established(&v, sk, role);
+			v.first_ns = bpf_ktime_get_ns();
 			if (conn_insert(cookie, &v, fresh))
 				return 0;
 			c = conn_lookup(cookie);
@@ -618,6 +622,7 @@ static __always_inline int count_dgram(struct sock *sk, __u64 key, int ret, bool
 			tx || (!k.family && !port_chosen(sk)) ? FLOW_ROLE_CLIENT : FLOW_ROLE_SERVER;
 		fresh.established = 1;
 		fresh.proto = FLOW_PROTO_UDP;
+		fresh.first_ns = bpf_ktime_get_ns();
 		bpf_map_update_elem(&flow_dgram, &k, &fresh, BPF_NOEXIST);
 		c = bpf_map_lookup_elem(&flow_dgram, &k);
 		if (!c) {
@@ -668,6 +673,7 @@ static __always_inline int count_unix(struct sock *sk, __u64 cookie, int ret, bo
 			return 0;
 		}
 		set_owner(&u->conn);
+		u->conn.first_ns = bpf_ktime_get_ns();
 		u->conn.family = AF_UNIX;
 		u->conn.proto = FLOW_PROTO_UNIX;
 		u->conn.established = 1;

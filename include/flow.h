@@ -54,6 +54,7 @@ struct flow_conn {
 	__u16 lport, rport; /* host byte order */
 	__u8 laddr[16], raddr[16]; /* IPv4 in the first 4 bytes */
 	char comm[16];
+	__u64 first_ns; /* when its entry was made (bpf_ktime_get_ns: CLOCK_MONOTONIC) */
 };
 
 /* A UDP flow: key of flow_dgram, one per (socket, peer). */

@@ -564,7 +564,10 @@ static struct flow_track *track_get(struct flow_state *s, const struct flow_trac
 	t->key = *key;
 	t->conn = *c;
 	t->conn.tx = t->conn.rx = 0;
-	t->first_ms = t->last_change_ms = s->now_ms;
+	t->last_change_ms = s->now_ms;
+	/* the entry's age, not the read's: a read may be the first in minutes (no scrapes) */
+	t->first_ms = c->first_ns && c->first_ns / 1000000 < s->now_ms ? c->first_ns / 1000000 :
+									 s->now_ms;
 	if (s->nrestored)
 		track_restore(s, t, hash);
 	tuple_of(c, &t->tuple);

@@ -341,6 +341,33 @@ def test_live_bytes_netns(agent, cleanup, hosts):
     check_pair(agent, cli, srv, port, 1, 300000, 999)
 
 
+def test_graph_first_read(cleanup, hosts):
+    """/api/v1/graph asked once, the agent's first read since a flow began over a second
+    before (nothing scraped it between): the flow's end is there. An end waits a second for
+    its local peer from when its entry was made; before, from the read that first saw it, so
+    an agent nobody scraped showed it only from the next request on."""
+    agent = Agent(cleanup, "--modules", "flow", "--netns", hosts.names[0],
+                  wait_for_module=False)
+    settle(agent, lambda m: value(m, "plumb_module_up", module="flow") == 1)
+    cg, _ = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/first-read")
+    port = free_port()
+    # to an address nobody on the bridge has: sent (the datagrams wait for ARP), never paired
+    p = hosts.run(0, cg, sys.executable, FLOWWORK, "-", "udpsend", "10.77.0.99", str(port),
+                  "5", "100", stdout=subprocess.PIPE, text=True)
+    cleanup.add(stop, p)
+    expect_line(p, "done")
+    p.wait()
+    time.sleep(1.5)
+    status, _, body = agent.get("/api/v1/graph")
+    assert status == 200, f"/api/v1/graph: {status} {body}"
+    got = [e for e in json.loads(body)["ends"] if e["pid"] == p.pid]
+    want = [{"pid": p.pid, "role": "client", "protocol": "udp", "local_addr": "",
+             "peer_addr": "10.77.0.99", "port": port, "tx_bytes": 500, "rx_bytes": 0,
+             "connections": 1, "peer_pid": 0}]
+    assert got == want, f"the sender's end at the first request: expected {want}, got {got}"
+    agent.stop()
+
+
 def test_older_than_agent(cleanup, mode):
     """A connection open before the agent starts is found and counted from then on; the
     accepting side is a server because its port was listening."""
@@ -569,6 +596,8 @@ def main():
                    agent, cleanup, tmpdir)
         agent.stop()
         runner.run("flow: connections only", test_connections_only, cleanup)
+        runner.run("flow: an end at the agent's first read, a second after the flow began",
+                   test_graph_first_read, cleanup, hosts)
         runner.run("flow: removed cgroup kept for the grace period", test_cgroup_grace, cleanup)
         runner.run("flow: connections past flow_hot, exact", test_past_flow_hot, cleanup)
         runner.run("flow: a full map counts what it loses", test_full_map_counted, cleanup)
