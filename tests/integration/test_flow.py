@@ -107,17 +107,25 @@ def graph_edge(agent, client, server, protocol, port, tx, rx, conns):
     return doc
 
 
+def udp_run(cleanup, name, server, client):
+    """A UDP server (flowwork mode and its arguments after HOST PORT) on 127.0.0.1 and a client
+    run to its end, each in a cgroup of its own: (server cgroup, client cgroup, port, server,
+    client)."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/{name}-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/{name}-cli")
+    port = free_port()
+    s = start(cleanup, cgs, server[0], "127.0.0.1", port, *server[1:])
+    expect_line(s, "listening")
+    c = start(cleanup, cgc, client[0], "127.0.0.1", port, *client[1:])
+    expect_line(c, "done")
+    c.wait()
+    return srv, cli, port, s, c
+
+
 def test_udp(agent, cleanup):
     """UDP over loopback, an unconnected client (sendto/recvfrom) and server: both ends' flows
     exact, one flow each, the server's port as peer_port, and the graph pairs the processes."""
-    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/udp-srv")
-    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/udp-cli")
-    port = free_port()
-    s = start(cleanup, cgs, "udpserver", "127.0.0.1", port, 333)
-    expect_line(s, "listening")
-    c = start(cleanup, cgc, "udpclient", "127.0.0.1", port, 50, 1400)
-    expect_line(c, "done")
-    c.wait()
+    srv, cli, port, s, c = udp_run(cleanup, "udp", ("udpserver", 333), ("udpclient", 50, 1400))
     check_pair(agent, cli, srv, port, 1, 50 * 1400, 50 * 333, protocol="udp")
     end = {"protocol": "udp", "local_addr": "127.0.0.1", "peer_addr": "127.0.0.1",
            "port": port, "connections": 1}
@@ -134,14 +142,7 @@ def test_udp_no_source(agent, cleanup):
     is unknown (0.0.0.0 in the metrics, "" in /api/v1/graph), and plumb graph still joins the
     sender to it by port (docs/graph.md §3), the sender's bytes exact, nothing from an unknown
     peer."""
-    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/sink-srv")
-    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/sink-cli")
-    port = free_port()
-    s = start(cleanup, cgs, "udpsink", "127.0.0.1", port, 50)
-    expect_line(s, "listening")
-    c = start(cleanup, cgc, "udpsend", "127.0.0.1", port, 50, 1400)
-    expect_line(c, "done")
-    c.wait()
+    srv, cli, port, s, c = udp_run(cleanup, "sink", ("udpsink", 50), ("udpsend", 50, 1400))
     expect_line(s, f"got {50 * 1400}")
     kw = dict(peer="0.0.0.0", protocol="udp")
     m = settle(agent, lambda m: flow(m, srv, "server", port, "rx", **kw) == 50 * 1400,
@@ -165,14 +166,7 @@ def test_udp_replies_no_source(agent, cleanup):
     (ten sockets, one query each): the replies count as its rx from an unknown peer on port 0,
     one series, and no ephemeral port becomes a label value (before, each socket made a
     series with its own port as a server's)."""
-    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/ask-srv")
-    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/ask-cli")
-    port = free_port()
-    s = start(cleanup, cgs, "udpserver", "127.0.0.1", port, 20)
-    expect_line(s, "listening")
-    c = start(cleanup, cgc, "udpask", "127.0.0.1", port, 10, 10)
-    expect_line(c, "done")
-    c.wait()
+    srv, cli, port, _, _ = udp_run(cleanup, "ask", ("udpserver", 20), ("udpask", 10, 10))
     want = {("client", "127.0.0.1", str(port), "tx"): 100,
             ("client", "127.0.0.1", str(port), "rx"): 0,
             ("client", "0.0.0.0", "0", "tx"): 0, ("client", "0.0.0.0", "0", "rx"): 200}
