@@ -55,7 +55,10 @@ static size_t http_write(char *data, size_t size, size_t n, void *arg)
 	return len;
 }
 
-/* Prometheus says why a query failed in the body of its 4xx/5xx answers: {"error": "..."}. */
+/*
+ * Why a request failed, from the body of the 4xx/5xx answer: Prometheus's {"error": "..."},
+ * or a line of text (an agent's: the module an endpoint needs is not running).
+ */
 static const char *body_error(const struct http_body *b, char *buf, size_t len)
 {
 	struct json_object *root, *v;
@@ -67,6 +70,8 @@ static const char *body_error(const struct http_body *b, char *buf, size_t len)
 	if (root && json_object_object_get_ex(root, "error", &v) &&
 	    json_object_is_type(v, json_type_string))
 		snprintf(buf, len, ": %s", json_object_get_string(v));
+	else if (!root && b->len < 200 && strlen(b->buf) == b->len)
+		snprintf(buf, len, ": %.*s", (int)strcspn(b->buf, "\n"), b->buf);
 	json_object_put(root);
 	for (char *p = buf; *p; p++)
 		if ((unsigned char)*p < 0x20)

@@ -106,7 +106,8 @@ static enum MHD_Result handle_api(struct http_server *srv, struct MHD_Connection
 				  "not found: try /api/v1/graph or /api/v1/waits\n");
 	if (err == -ENODEV)
 		return reply_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
-				  "the module this needs is not running\n");
+				  "the module this needs is not running: /api/v1/graph needs flow, "
+				  "/api/v1/waits wait (--modules)\n");
 	if (err) {
 		pr_warn("http: %s failed: %s\n", url, strerror(-err));
 		return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "failed\n");

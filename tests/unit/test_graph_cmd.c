@@ -79,6 +79,7 @@ static const struct route {
 	{ "/b.json", 200, agent_b },
 	{ "/missing", 404, "not found" },
 	{ "/bad.json", 200, "{\"version\": 1, \"host\": " },
+	{ "/off", 503, "the module this needs is not running\nsecond line" },
 };
 
 struct server {
@@ -352,6 +353,31 @@ static void test_source_errors(void **state)
 	}
 }
 
+/* A failing source says why: an agent's plain-text reason after its HTTP status, one line. */
+static void test_source_error_text(void **state)
+{
+	struct server *s = *state;
+	char path[] = "/tmp/plumb-graph-stderr-XXXXXX", *text;
+	int fd = mkstemp(path), saved;
+
+	assert_true(fd >= 0);
+	fflush(stderr);
+	saved = dup(2);
+	assert_true(saved >= 0 && dup2(fd, 2) == 2);
+	assert_int_equal(run(s, "--from http://127.0.0.1:PORT/off"), 1);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	close(fd);
+	text = slurp(path);
+	unlink(path);
+	assert_non_null(text);
+	if (!strstr(text, "/off: HTTP status 503: the module this needs is not running\n"))
+		fail_msg("plumb graph said: %s", text);
+	assert_null(strstr(text, "second line"));
+	free(text);
+}
+
 static void test_unreachable(void **state)
 {
 	struct sockaddr_in addr = { .sin_family = AF_INET,
@@ -445,6 +471,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_agents_json, out_setup, out_teardown),
 		cmocka_unit_test_setup_teardown(test_agents_table_and_dot, out_setup, out_teardown),
 		cmocka_unit_test_setup_teardown(test_source_errors, out_setup, out_teardown),
+		cmocka_unit_test(test_source_error_text),
 		cmocka_unit_test(test_unreachable),
 		cmocka_unit_test_setup_teardown(test_prometheus, out_setup, out_teardown),
 		cmocka_unit_test_setup_teardown(test_svg, out_setup, out_teardown),
