@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -34,6 +35,21 @@ static bool shown(const struct netstack_options *o, const struct netstack_series
 {
 	return (!o->dev[0] || !strcmp(o->dev, x->device)) &&
 	       (!o->netns[0] || !strcmp(o->netns, x->netns_name));
+}
+
+/*
+ * Whether --netns can name anything: the series name a namespace "host", by its name under
+ * /run/netns, or by its inode number (src/modules/netstack.c).
+ */
+static bool netns_nameable(const char *name)
+{
+	char path[128];
+	struct stat st;
+
+	if (!strcmp(name, "host") || strspn(name, "0123456789") == strlen(name))
+		return true;
+	snprintf(path, sizeof(path), "/run/netns/%s", name);
+	return !strchr(name, '/') && !stat(path, &st);
 }
 
 /* "58.7ms", "812ns": a latency in ns, in the unit that fits. */
@@ -174,13 +190,14 @@ static void interval_print(const struct netstack_options *o, const struct netsta
 			   size_t n, int bottleneck)
 {
 	size_t *order = calloc(n ? n : 1, sizeof(*order));
-	size_t learning = 0;
+	size_t learning = 0, rows = 0;
 	char p50[16], p99[16], mean[16], base[16];
 
 	for (size_t i = 0; i < n; i++) {
 		if (!shown(o, &x[i]) || x[i].bn.n <= 0)
 			continue;
 		learning += !x[i].bn.ready;
+		rows++;
 	}
 	if (isatty(STDOUT_FILENO))
 		printf("\033[H\033[2J");
@@ -199,6 +216,12 @@ static void interval_print(const struct netstack_options *o, const struct netsta
 		       b->workload[0] ? ", workload " : "", b->workload, mean, base,
 		       100 * b->bn.share, 100 * b->bn.a, b->bn.z, b->bn.sigmas, b->bn.mean_sigmas,
 		       shown(o, b) ? "" : " [not among the rows shown]");
+	} else if (!rows) {
+		/* nothing to judge: not "no component is slower" */
+		printf("no sampled packets this interval%s%s%s%s%s\n",
+		       o->dev[0] || o->netns[0] ? " on what is shown:" : "",
+		       o->dev[0] ? " --dev " : "", o->dev, o->netns[0] ? " --netns " : "",
+		       o->netns);
 	} else {
 		no_bottleneck(x, n, learning);
 	}
@@ -247,6 +270,13 @@ int netstack_view_run(const struct netstack_options *o)
 	double start;
 	size_t n;
 
+	if (o->netns[0] && !netns_nameable(o->netns)) {
+		fprintf(stderr,
+			"plumb netstack: --netns: no network namespace '%s' (a name under "
+			"/run/netns, 'host', or an inode number)\n",
+			o->netns);
+		return 2;
+	}
 	if (privileges_check("plumb netstack") ||
 	    agent_config(&cfg, cgroup_root, sizeof(cgroup_root)))
 		return 1;

@@ -1268,6 +1268,17 @@ def test_view_errors():
                        capture_output=True, text=True)
     assert r.returncode == 1 and r.stderr.strip() == \
         "plumb netstack: --baseline /etc/hostname: not a recording of plumb netstack --record", r
+    # a --netns filter that can name nothing is a typo, not a quiet network: one line, exit 2
+    r = subprocess.run([PLUMB, "netstack", "--netns", "plumb-no-such-ns", "--count", "1"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "plumb netstack: --netns: no network namespace 'plumb-no-such-ns' (a name under "
+        "/run/netns, 'host', or an inode number)"), r
+    # an interval with nothing to show says so, not "no component is slower"
+    r = subprocess.run([PLUMB, "netstack", "--dev", "plumb-nodev", "--count", "1", "--interval",
+                        "500ms"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.splitlines()[0] == \
+        "no sampled packets this interval on what is shown: --dev plumb-nodev", r
 
 
 TRIALS, NEED = 10, 9  # issue 6 §3: the injected component first in at least 9 of 10
