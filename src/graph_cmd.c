@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -27,6 +28,7 @@ struct http_body {
 	char *buf;
 	size_t len, cap;
 	bool too_big;
+	bool text; /* served as text/plain */
 };
 
 static size_t http_write(char *data, size_t size, size_t n, void *arg)
@@ -70,7 +72,7 @@ static const char *body_error(const struct http_body *b, char *buf, size_t len)
 	if (root && json_object_object_get_ex(root, "error", &v) &&
 	    json_object_is_type(v, json_type_string))
 		snprintf(buf, len, ": %s", json_object_get_string(v));
-	else if (!root && b->len < 200 && strlen(b->buf) == b->len)
+	else if (!root && b->text && b->len < 200 && strlen(b->buf) == b->len)
 		snprintf(buf, len, ": %.*s", (int)strcspn(b->buf, "\n"), b->buf);
 	json_object_put(root);
 	for (char *p = buf; *p; p++)
@@ -82,7 +84,7 @@ static const char *body_error(const struct http_body *b, char *buf, size_t len)
 /* GET url into b (NUL-terminated); a transfer error or a status other than 200 fails. */
 static int http_get(const char *url, struct http_body *b, char *err, size_t errlen)
 {
-	char curl_err[CURL_ERROR_SIZE] = "", detail[256];
+	char curl_err[CURL_ERROR_SIZE] = "", detail[256], *type = NULL;
 	long status = 0;
 	CURLcode rc;
 	CURL *curl;
@@ -108,6 +110,8 @@ static int http_get(const char *url, struct http_body *b, char *err, size_t errl
 #endif
 	rc = curl_easy_perform(curl);
 	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_getinfo(curl, CURLINFO_CONTENT_TYPE, &type);
+	b->text = type && !strncasecmp(type, "text/plain", 10);
 	curl_easy_cleanup(curl);
 	if (b->too_big)
 		snprintf(err, errlen, "%s: the response is over the limit of %u MiB", url,

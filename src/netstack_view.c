@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -43,7 +44,7 @@ static bool shown(const struct netstack_options *o, const struct netstack_series
  */
 static bool netns_nameable(const char *name)
 {
-	char path[128];
+	char path[PATH_MAX];
 	struct stat st;
 
 	if (!strcmp(name, "host") || strspn(name, "0123456789") == strlen(name))

@@ -717,6 +717,8 @@ static int agent_end(struct agent_parse *a, struct json_object *e, size_t i, str
 		return fail(c, ret, "%s.local_addr \"%.80s\" is not an IP or unix: address", where,
 			    local);
 	ret = peer_parse(a->g, peer, &out->peer);
+	if (!ret && !out->peer.family && strcmp(protocol, "udp"))
+		ret = -EINVAL; /* only a UDP datagram comes without its source */
 	if (ret)
 		return fail(c, ret, "%s.peer_addr \"%.80s\" is not an IP or unix: address", where,
 			    peer);
@@ -1313,6 +1315,8 @@ static int prom_end_add(struct prom_build *b, const struct prom_end *pe)
 			    "flow series of %s, comm %s: role \"%s\" is not client or server",
 			    s->label[PL_INSTANCE], s->label[PL_COMM], s->label[PL_ROLE]);
 	ret = peer_parse(b->g, prom_peer(s), &e->peer);
+	if (!ret && !e->peer.family && strcmp(prom_protocol(s), "udp"))
+		ret = -EINVAL; /* only a UDP datagram comes without its source */
 	if (ret)
 		return fail(b->c, ret,
 			    "flow series of %s, comm %s: peer_addr \"%.80s\" is not an IP or unix: "
@@ -1546,7 +1550,7 @@ struct external_node {
 struct share {
 	uint32_t proc;
 	uint64_t tx, rx, conns; /* what the server ends counted */
-	size_t key; /* an index into servers[] (per end, unknown peers only) */
+	size_t key; /* its end's index in servers[] (one end per share for unknown peers) */
 };
 
 struct join {

@@ -544,8 +544,13 @@ static void restored_free(struct flow_state *s)
 	s->nrestored = 0;
 }
 
+/*
+ * The connection's track, made when absent. from_map: c was read from a kernel map, where the
+ * entry may have been for long; a track first seen at its close event waits its second from
+ * then (its peer's close may come next: decided at once, both ends would go unpaired).
+ */
 static struct flow_track *track_get(struct flow_state *s, const struct flow_track_key *key,
-				    const struct flow_conn *c)
+				    const struct flow_conn *c, bool from_map)
 {
 	uint64_t hash = hash_bytes(key, sizeof(*key));
 	struct flow_track *t;
@@ -566,8 +571,9 @@ static struct flow_track *track_get(struct flow_state *s, const struct flow_trac
 	t->conn.tx = t->conn.rx = 0;
 	t->last_change_ms = s->now_ms;
 	/* the entry's age, not the read's: a read may be the first in minutes (no scrapes) */
-	t->first_ms = c->first_ns && c->first_ns / 1000000 < s->now_ms ? c->first_ns / 1000000 :
-									 s->now_ms;
+	t->first_ms = from_map && c->first_ns && c->first_ns / 1000000 < s->now_ms ?
+			      c->first_ns / 1000000 :
+			      s->now_ms;
 	if (s->nrestored)
 		track_restore(s, t, hash);
 	tuple_of(c, &t->tuple);
@@ -606,7 +612,7 @@ static int handle_close(void *ctx, void *data, size_t len)
 	if (len < sizeof(*e) || e->kind != FLOW_CLOSE)
 		return 0;
 	key.cookie = e->cookie;
-	t = track_get(s, &key, &e->conn);
+	t = track_get(s, &key, &e->conn, false);
 	if (!t || t->closed)
 		return 0;
 	track_apply(s, t, &e->conn, true);
@@ -935,7 +941,7 @@ static int read_tcp(void *ctx, const void *k, const void *v)
 
 	if (!c->established)
 		return 0;
-	t = track_get(s, &key, c);
+	t = track_get(s, &key, c, true);
 	if (!t || t->closed)
 		return 0; /* closed: a later entry of the same socket (TCP_CLOSE ends) */
 	t->read_gen = s->read_gen;
@@ -960,7 +966,7 @@ static int read_dgram(void *ctx, const void *k, const void *v)
 	struct flow_track *t;
 
 	dgram_track_key(k, &key);
-	t = track_get(s, &key, v);
+	t = track_get(s, &key, v, true);
 	if (!t)
 		return 0;
 	t->read_gen = s->read_gen;
@@ -975,7 +981,7 @@ static int read_unix(void *ctx, const void *k, const void *v)
 	struct flow_state *s = ctx;
 	struct flow_track *t;
 
-	t = track_get(s, &key, &u->conn);
+	t = track_get(s, &key, &u->conn, true);
 	if (!t)
 		return 0;
 	if (!t->path[0])

@@ -362,6 +362,36 @@ def test_graph_first_read(cleanup, hosts):
     agent.stop()
 
 
+def test_pair_seen_at_close(cleanup):
+    """A loopback connection that lived 1.5 s and closed before any read saw it (nothing
+    scraped the agent): its two ends come from their close events, one after the other, and
+    must still name each other. An end first seen at its close waits its second for the peer
+    from then, not from when its kernel entry was made."""
+    agent = Agent(cleanup, "--modules", "flow", wait_for_module=False)
+    settle(agent, lambda m: value(m, "plumb_module_up", module="flow") == 1)
+    cgs, _ = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/close-srv")
+    cgc, _ = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/close-cli")
+    port = free_port()
+    srv = server(cleanup, cgs, "127.0.0.1", port, 0)
+    cli = start(cleanup, cgc, "hold", "127.0.0.1", port)
+    expect_line(cli, "connected")
+    cli.stdin.write("send 1000\n")
+    cli.stdin.flush()
+    expect_line(cli, "done")
+    time.sleep(1.5)
+    cli.stdin.write("close\n")
+    cli.stdin.flush()
+    expect_line(cli, "done")
+    time.sleep(2)  # both close events drained and held past their second (ticks: 250 ms)
+    status, _, body = agent.get("/api/v1/graph")
+    assert status == 200, f"/api/v1/graph: {status} {body}"
+    got = {e["pid"]: e["peer_pid"] for e in json.loads(body)["ends"]
+           if e["pid"] in (cli.pid, srv.pid) and e["port"] == port}
+    assert got == {cli.pid: srv.pid, srv.pid: cli.pid}, \
+        f"the two ends (pid: peer_pid): {got}, expected client {cli.pid}, server {srv.pid}"
+    agent.stop()
+
+
 def test_older_than_agent(cleanup, mode):
     """A connection open before the agent starts is found and counted from then on; the
     accepting side is a server because its port was listening."""
@@ -592,6 +622,8 @@ def main():
         runner.run("flow: connections only", test_connections_only, cleanup)
         runner.run("flow: an end at the agent's first read, a second after the flow began",
                    test_graph_first_read, cleanup, hosts)
+        runner.run("flow: a connection seen only at its close, paired",
+                   test_pair_seen_at_close, cleanup)
         runner.run("flow: removed cgroup kept for the grace period", test_cgroup_grace, cleanup)
         runner.run("flow: connections past flow_hot, exact", test_past_flow_hot, cleanup)
         runner.run("flow: a full map counts what it loses", test_full_map_counted, cleanup)

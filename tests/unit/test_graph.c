@@ -714,6 +714,11 @@ static void test_agent_malformed(void **state)
 		  "ends[0].peer_pid is not an integer" },
 		{ DOC("hostA", "", "", END(1, "client", "", "10.0.0.300", 80, 1, 1, 1, 0)),
 		  "ends[0].peer_addr \"10.0.0.300\" is not an IP or unix: address" },
+		/* only UDP peers may be unknown */
+		{ DOC("hostA", "", "", END(1, "client", "", "", 80, 1, 1, 1, 0)),
+		  "ends[0].peer_addr \"\" is not an IP or unix: address" },
+		{ DOC("hostA", "", "", END(1, "server", "", "0.0.0.0", 80, 1, 1, 1, 0)),
+		  "ends[0].peer_addr \"0.0.0.0\" is not an IP or unix: address" },
 		{ DOC("hostA", "", "", END(1, "client", "here", "10.0.0.2", 80, 1, 1, 1, 0)),
 		  "ends[0].local_addr \"here\" is not an IP or unix: address" },
 		{ DOC("hostA", "", "",
@@ -1130,6 +1135,12 @@ static void test_prometheus_malformed(void **state)
 		  "flow series of a:1, comm x: role \"peer\" is not client or server" },
 		{ GRAPH_PROM_CONNS_NOW, VECTOR(CONNS(F("a:1", "x", "nowhere", 80, "client"), "1")),
 		  "peer_addr \"nowhere\" is not an IP or unix: address" },
+		/* a tcp series without peer_addr (an empty one, or relabelled away): refused */
+		{ GRAPH_PROM_CONNS_NOW,
+		  VECTOR(CONNS("'instance': 'a:1', 'cgroup': '/', 'comm': 'x', 'peer_port': '80', "
+			       "'role': 'client'",
+			       "1")),
+		  "flow series of a:1, comm x: peer_addr \"\" is not an IP or unix: address" },
 		{ GRAPH_PROM_CONNS_NOW,
 		  VECTOR(CONNS(F("a:1", "x", "10.0.0.1", 65536, "client"), "1")),
 		  "peer_port \"65536\" is not a port" },

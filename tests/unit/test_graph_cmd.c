@@ -95,9 +95,10 @@ static void respond(int c, int status, const char *body)
 {
 	char head[160];
 	int n = snprintf(head, sizeof(head),
-			 "HTTP/1.1 %d X\r\nContent-Type: application/json\r\n"
+			 "HTTP/1.1 %d X\r\nContent-Type: %s\r\n"
 			 "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-			 status, strlen(body));
+			 status, body[0] == '{' ? "application/json" : "text/plain; charset=utf-8",
+			 strlen(body));
 
 	if (write(c, head, (size_t)n) != n || write(c, body, strlen(body)) < 0)
 		return;
