@@ -225,24 +225,26 @@ static int addr_parse(struct graph *g, const char *s, struct graph_addr *out)
 }
 
 /*
- * An end's peer: as addr_parse(), but "" and the unspecified addresses (0.0.0.0, ::) are an
- * unknown peer (family 0): a UDP datagram read without asking its source (recv() on an
+ * An end's peer: as addr_parse(), but for UDP "" and the unspecified addresses (0.0.0.0, ::)
+ * are an unknown peer (family 0): a datagram read without asking its source (recv() on an
  * unconnected socket), which the agent writes "" in /api/v1/graph and 0.0.0.0 or :: in its
- * metrics (docs/metrics.md), and Prometheus keeps no empty label of.
+ * metrics (docs/metrics.md), and Prometheus keeps no empty label of. Any other protocol's
+ * peer is always known: -EINVAL.
  */
-static int peer_parse(struct graph *g, const char *s, struct graph_addr *out)
+static int peer_parse(struct graph *g, const char *s, const char *protocol, struct graph_addr *out)
 {
 	static const uint8_t zero[16];
-	int ret;
+	int ret = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (!*s)
-		return 0;
-	ret = addr_parse(g, s, out);
+	if (*s)
+		ret = addr_parse(g, s, out);
 	if (!ret && out->family == 4 && !memcmp(out->a + 12, zero, 4))
 		memset(out, 0, sizeof(*out));
 	else if (!ret && out->family == 6 && !memcmp(out->a, zero, 16))
 		memset(out, 0, sizeof(*out));
+	if (!ret && !out->family && strcmp(protocol, "udp"))
+		ret = -EINVAL;
 	return ret;
 }
 
@@ -716,9 +718,7 @@ static int agent_end(struct agent_parse *a, struct json_object *e, size_t i, str
 	if (ret)
 		return fail(c, ret, "%s.local_addr \"%.80s\" is not an IP or unix: address", where,
 			    local);
-	ret = peer_parse(a->g, peer, &out->peer);
-	if (!ret && !out->peer.family && strcmp(protocol, "udp"))
-		ret = -EINVAL; /* only a UDP datagram comes without its source */
+	ret = peer_parse(a->g, peer, protocol, &out->peer);
 	if (ret)
 		return fail(c, ret, "%s.peer_addr \"%.80s\" is not an IP or unix: address", where,
 			    peer);
@@ -1314,9 +1314,7 @@ static int prom_end_add(struct prom_build *b, const struct prom_end *pe)
 		return fail(b->c, -EINVAL,
 			    "flow series of %s, comm %s: role \"%s\" is not client or server",
 			    s->label[PL_INSTANCE], s->label[PL_COMM], s->label[PL_ROLE]);
-	ret = peer_parse(b->g, prom_peer(s), &e->peer);
-	if (!ret && !e->peer.family && strcmp(prom_protocol(s), "udp"))
-		ret = -EINVAL; /* only a UDP datagram comes without its source */
+	ret = peer_parse(b->g, prom_peer(s), prom_protocol(s), &e->peer);
 	if (ret)
 		return fail(b->c, ret,
 			    "flow series of %s, comm %s: peer_addr \"%.80s\" is not an IP or unix: "
@@ -1560,9 +1558,11 @@ struct join {
 	struct server_key *servers;
 	size_t nservers;
 	bool *matched; /* per servers[] */
-	/* per servers[]: the server's rx, tx and connections that client ends have taken (ends
-	 * with an unknown peer, matched by any client: what is left comes from an unknown one) */
-	uint64_t (*taken)[3];
+	/* per servers[]: what client ends have taken of an end with an unknown peer (matched by
+	 * any client: what is left comes from an unknown one), in the server's direction */
+	struct taken {
+		uint64_t rx, tx, conns;
+	} * taken;
 	bool any_peer; /* the candidates are server ends with an unknown peer (rule 2's last) */
 	struct graph_addr *ext;
 	size_t next, ext_cap;
@@ -1839,13 +1839,13 @@ static int join_split(struct join *j, uint64_t total, size_t field, uint64_t *pa
 /* An edge given from a server end with an unknown peer: taken from what it counted. */
 static void join_take(struct join *j, const struct share *s, const struct raw_edge *e)
 {
-	uint64_t *t = j->taken[s->key];
+	struct taken *t = &j->taken[s->key];
 
 	if (!j->any_peer)
 		return;
-	t[0] = add_sat(t[0], e->tx); /* the client's tx: the server's rx */
-	t[1] = add_sat(t[1], e->rx);
-	t[2] = add_sat(t[2], e->conns);
+	t->rx = add_sat(t->rx, e->tx); /* the client's tx: the server's rx */
+	t->tx = add_sat(t->tx, e->rx);
+	t->conns = add_sat(t->conns, e->conns);
 }
 
 static int join_client(struct join *j, const struct graph_end *c)
@@ -1975,11 +1975,12 @@ static int join_run(struct join *j)
 		};
 
 		if (!s->peer.family) { /* unknown peer: what the client ends did not take */
-			const uint64_t *t = j->taken[i];
+			const struct taken *t = &j->taken[i];
 
-			e.tx = e.tx > t[0] ? e.tx - t[0] : 0;
-			e.rx = e.rx > t[1] ? e.rx - t[1] : 0;
-			e.conns = e.conns > t[2] ? e.conns - t[2] : 0;
+			/* e is client to server: its tx is the server's rx */
+			e.tx = e.tx > t->rx ? e.tx - t->rx : 0;
+			e.rx = e.rx > t->tx ? e.rx - t->tx : 0;
+			e.conns = e.conns > t->conns ? e.conns - t->conns : 0;
 			if (j->matched[i] && !e.tx && !e.rx && !e.conns)
 				continue;
 		} else if (j->matched[i]) {
