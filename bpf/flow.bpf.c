@@ -343,6 +343,30 @@ static __always_inline void conn_established(struct flow_conn *c, const struct s
 	if (tp)
 		tcp_counts(tp, &c->base_tx, &c->base_rx);
 	c->established = 1;
+	c->whole = 1; /* calls mode: base 0, TCP's counts are the connection's whole life */
+}
+
+/*
+ * Calls mode, at the end: bytes that passed no sock_sendmsg/sock_recvmsg. TCP's own counts
+ * reach past the calls' where a process read with splice() (tcp_splice_read), sent through
+ * sendpage (splice or sendfile into a socket before 6.5), or closed with data unread; the
+ * connection keeps the larger of the two. Only when the socket is freed (close_at_destroy):
+ * nothing is read from it after that.
+ */
+static __always_inline void calls_reconcile(struct flow_conn *c, const struct tcp_sock *tp)
+{
+	__u64 tx, rx;
+
+	if (!c->whole || !close_at_destroy)
+		return;
+	tcp_counts(tp, &tx, &rx);
+	tx -= c->base_tx;
+	rx -= c->base_rx;
+	/* (a count below its base, which TCP's never go, would wrap: left alone) */
+	if (tx > c->tx && tx - c->tx < 1ULL << 62)
+		c->tx = tx;
+	if (rx > c->rx && rx - c->rx < 1ULL << 62)
+		c->rx = rx;
 }
 
 /* Sends an established connection's final counts to user space and frees its entry. */
@@ -365,10 +389,12 @@ static __always_inline void conn_end(const struct sock *sk)
 		return;
 	/* tcp_sock's fields by direct loads: the socket as the BTF pointer of a tcp_sock */
 	tp = c->established ? bpf_skc_to_tcp_sock((void *)sk) : NULL;
-	if (tp && bytes_from_counters)
+	if (tp && bytes_from_counters) {
 		counts_update(c, tp);
-	else if (tp)
+	} else if (tp) {
 		segs_update(c, tp);
+		calls_reconcile(c, tp);
+	}
 	if (c->established) {
 		e = bpf_ringbuf_reserve(&flow_events, sizeof(*e), 0);
 		if (e) {
@@ -387,6 +413,27 @@ static __always_inline void conn_end(const struct sock *sk)
 		bpf_map_delete_elem(&flow_conns, &cookie);
 }
 
+/*
+ * An established connection's first FIN from this end (FIN_WAIT1, or LAST_ACK after the
+ * peer's) is sent by close() or shutdown(), in the process that holds the socket: it owns a
+ * connection nobody has owned yet (accepted, then only spliced: no sock_recvmsg names it).
+ * Only accepted sockets can lack an owner: these carry their listener's sk_max_ack_backlog
+ * (the clone copies it), which a connecting socket leaves 0, so a client's end costs no
+ * lookup.
+ */
+static __always_inline int closer_owns(const struct sock *sk)
+{
+	__u64 cookie = sk->__sk_common.skc_cookie.counter;
+	struct flow_conn *c;
+
+	if (!cookie || !sk->sk_max_ack_backlog || !gate_open())
+		return 0; /* no cookie: no entry */
+	c = conn_lookup(cookie);
+	if (c && !c->tgid)
+		set_owner(c);
+	return 0;
+}
+
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(flow_state, const struct sock *sk, const int oldstate, const int newstate)
 {
@@ -399,6 +446,8 @@ int BPF_PROG(flow_state, const struct sock *sk, const int oldstate, const int ne
 	if (newstate == TCP_ESTABLISHED) {
 		if (oldstate != TCP_SYN_SENT && oldstate != TCP_SYN_RECV)
 			return 0;
+	} else if (newstate == TCP_FIN_WAIT1 || newstate == TCP_LAST_ACK) {
+		return closer_owns(sk);
 	} else if (newstate != TCP_SYN_SENT && (newstate != TCP_CLOSE || close_at_destroy)) {
 		return 0;
 	}
@@ -901,8 +950,8 @@ int flow_discover(struct bpf_iter__tcp *ctx)
 		return 0;
 	}
 	set_tuple_btf(c, (struct sock *)tp);
-	if (bytes_from_counters)
-		tcp_counts(tp, &c->base_tx, &c->base_rx);
+	tcp_counts(tp, &c->base_tx, &c->base_rx); /* counters: from now on; calls: at its end */
+	c->whole = 1;
 	c->base_segs_out = tp->segs_out; /* counted from now on, like its bytes */
 	c->base_segs_in = tp->segs_in;
 	c->ino = BPF_CORE_READ((struct sock *)tp, sk_socket, file, f_inode, i_ino);

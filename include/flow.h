@@ -36,7 +36,8 @@ enum flow_lost_reason {
 /* One TCP connection, value of the flow_conns hash (key: socket cookie). */
 struct flow_conn {
 	__u64 tx, rx; /* payload bytes sent and received since the agent attached */
-	__u64 base_tx, base_rx; /* counters mode: the socket's own counts when first seen */
+	__u64 base_tx, base_rx; /* the socket's own counts when first seen (counters mode, and
+				 * connections older than the agent) */
 	__u32 segs_out, segs_in; /* TCP segments sent and received (counters: live; calls: at
 				  * close), since the agent saw the connection */
 	__u32 base_segs_out, base_segs_in; /* the socket's own when first seen (older ones) */
@@ -49,7 +50,9 @@ struct flow_conn {
 	__u8 established;
 	__u16 family; /* AF_INET, AF_INET6 (AF_UNIX for unix sockets) */
 	__u8 proto; /* enum flow_proto */
-	__u8 pad[3];
+	__u8 whole; /* TCP's own counts less base_tx/base_rx cover what tx/rx count: seen
+		     * from its start (base 0), or found by the iterator (base its counts) */
+	__u8 pad[2];
 	__u32 peer_tgid; /* unix: the peer process (SO_PEERCRED's pid), else 0 */
 	__u16 lport, rport; /* host byte order */
 	__u8 laddr[16], raddr[16]; /* IPv4 in the first 4 bytes */

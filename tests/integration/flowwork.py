@@ -4,6 +4,8 @@ stays where it was started).
 
   flowwork.py CGDIR server HOST PORT REPLY      accept forever; read each connection to EOF,
                                                then send REPLY bytes and close
+  flowwork.py CGDIR splicesrv HOST PORT REPLY   the same, but reads with splice() only
+                                               (into a pipe, on to /dev/null)
   flowwork.py CGDIR client HOST PORT N SIZE [tcpinfo]
                                                N connections: send SIZE bytes, half-close,
                                                read the reply to EOF, close; with tcpinfo,
@@ -24,6 +26,7 @@ stays where it was started).
   flowwork.py CGDIR unixserver PATH - REPLY     as server, over a unix stream socket at PATH
   flowwork.py CGDIR unixclient PATH - N SIZE    as client, over a unix stream socket
 """
+import os
 import socket
 import sys
 
@@ -49,6 +52,21 @@ def serve(srv, reply):
         c, _ = srv.accept()
         drain(c)
         c.sendall(b"r" * reply)
+        c.close()
+
+
+def serve_splice(srv, reply):
+    """serve(), reading each connection with splice() into a pipe, never with recv()."""
+    print("listening", flush=True)
+    r, w = os.pipe()
+    sink = os.open(os.devnull, os.O_WRONLY)
+    while True:
+        c, _ = srv.accept()
+        while n := os.splice(c.fileno(), w, 65536):
+            while n:
+                n -= os.splice(r, sink, n)
+        if reply:
+            c.sendall(b"r" * reply)
         c.close()
 
 
@@ -131,14 +149,14 @@ def main():
             exchange(c, size)
             c.close()
         print("done", flush=True)
-    elif mode == "server":
+    elif mode in ("server", "splicesrv"):
         reply = int(sys.argv[5])
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         srv = socket.socket(family, socket.SOCK_STREAM)
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         srv.bind((host, port))
         srv.listen(1024)
-        serve(srv, reply)
+        (serve if mode == "server" else serve_splice)(srv, reply)
     elif mode == "client":
         n, size = int(sys.argv[5]), int(sys.argv[6])
         tcpinfo = len(sys.argv) > 7 and sys.argv[7] == "tcpinfo"

@@ -133,9 +133,17 @@ def umount(mountpoint):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free for TCP and for UDP alike: the kernel's pick for TCP alone was once a port
+    an earlier test's UDP server still held (test_flow: EADDRINUSE at its UDP bind)."""
+    while True:
+        with socket.socket() as s, socket.socket(type=socket.SOCK_DGRAM) as u:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+            try:
+                u.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
 
 
 def read_log(f):

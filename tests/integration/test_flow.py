@@ -218,6 +218,18 @@ def test_tcp_loopback_exact(agent, cleanup):
     check_pair(agent, cli, srv, port, 5, 1234567, 54321)
 
 
+def test_splice(agent, cleanup):
+    """A server that reads only with splice() (a proxy forwarding without copying) and sends
+    nothing back: its bytes exact, and it owns the connections it never read or wrote."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/splice-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/splice-cli")
+    port = free_port()
+    p = start(cleanup, cgs, "splicesrv", "127.0.0.1", port, 0)
+    expect_line(p, "listening")
+    run_client(cgc, "127.0.0.1", port, 4, 250000)
+    check_pair(agent, cli, srv, port, 4, 250000, 0)
+
+
 def test_ipv6(agent, cleanup):
     """The same over ::1: peer_addr is the IPv6 address."""
     cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/flow6-srv")
@@ -585,6 +597,7 @@ def main():
             print(f"  {mode}: {agent.output().split('module flow: up: ')[1].splitlines()[0]}")
             for name, fn in (("TCP over loopback, exact both ends", test_tcp_loopback_exact),
                              ("TCP over IPv6 loopback", test_ipv6),
+                             ("TCP read with splice() only, exact and owned", test_splice),
                              ("1,000 short connections", test_short_connections),
                              ("graph ends paired by process", test_graph_pairs),
                              ("TCP segments as TCP_INFO counts them", test_segments),
