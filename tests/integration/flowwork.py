@@ -6,6 +6,9 @@ stays where it was started).
                                                then send REPLY bytes and close
   flowwork.py CGDIR splicesrv HOST PORT REPLY   the same, but reads with splice() only
                                                (into a pipe, on to /dev/null)
+  flowwork.py CGDIR partsrv HOST PORT READ     accept one connection, read READ bytes of it,
+                                               print "read"; at a line on stdin close it
+                                               (unread bytes left: a reset), print "closed"
   flowwork.py CGDIR client HOST PORT N SIZE [tcpinfo]
                                                N connections: send SIZE bytes, half-close,
                                                read the reply to EOF, close; with tcpinfo,
@@ -157,6 +160,20 @@ def main():
         srv.bind((host, port))
         srv.listen(1024)
         (serve if mode == "server" else serve_splice)(srv, reply)
+    elif mode == "partsrv":
+        srv = socket.socket(family, socket.SOCK_STREAM)
+        srv.bind((host, port))
+        srv.listen(1)
+        print("listening", flush=True)
+        c, _ = srv.accept()
+        want = int(sys.argv[5])
+        while want:
+            want -= len(c.recv(want))
+        print("read", flush=True)
+        sys.stdin.readline()
+        c.close()
+        print("closed", flush=True)
+        sys.stdin.read()
     elif mode == "client":
         n, size = int(sys.argv[5]), int(sys.argv[6])
         tcpinfo = len(sys.argv) > 7 and sys.argv[7] == "tcpinfo"

@@ -230,6 +230,33 @@ def test_splice(agent, cleanup):
     check_pair(agent, cli, srv, port, 4, 250000, 0)
 
 
+def test_unread(agent, cleanup):
+    """A server that reads 1,000 of the 50,000 bytes TCP received for it and closes: the
+    connection's end counts all 50,000 (what TCP carried), in both byte modes."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/unread-srv")
+    cgc, _ = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/unread-cli")
+    port = free_port()
+    s = start(cleanup, cgs, "partsrv", "127.0.0.1", port, 1000)
+    expect_line(s, "listening")
+    hold = start(cleanup, cgc, "hold", "127.0.0.1", port)
+    expect_line(hold, "connected")
+    hold.stdin.write("send 50000\n")
+    hold.stdin.flush()
+    expect_line(hold, "done")
+    expect_line(s, "read")
+    time.sleep(0.2)  # loopback delivers in the send; the queue is checked here all the same
+    with open(f"/proc/{s.pid}/net/tcp") as f:
+        queued = [int(line.split()[4].split(":")[1], 16) for line in f.readlines()[1:]
+                  if line.split()[1].endswith(f":{port:04X}") and line.split()[3] == "01"]
+    assert queued == [49000], f"the server's receive queue: {queued}, expected [49000]"
+    s.stdin.write("close\n")
+    s.stdin.flush()
+    expect_line(s, "closed")
+    m = settle(agent, lambda m: flow(m, srv, "server", port, "rx") == 50000)
+    assert flow(m, srv, "server", port, "rx") == 50000, "server rx"
+    assert flow(m, srv, "server", port) == 1, "server connections"
+
+
 def test_ipv6(agent, cleanup):
     """The same over ::1: peer_addr is the IPv6 address."""
     cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/flow6-srv")
@@ -598,6 +625,8 @@ def main():
             for name, fn in (("TCP over loopback, exact both ends", test_tcp_loopback_exact),
                              ("TCP over IPv6 loopback", test_ipv6),
                              ("TCP read with splice() only, exact and owned", test_splice),
+                             ("TCP bytes received, never read: counted at the close",
+                              test_unread),
                              ("1,000 short connections", test_short_connections),
                              ("graph ends paired by process", test_graph_pairs),
                              ("TCP segments as TCP_INFO counts them", test_segments),
