@@ -11,6 +11,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <json-c/json.h>
 #include <regex.h>
 #include <signal.h>
@@ -1135,6 +1136,7 @@ static void report_print(struct json_object *doc, bool explain)
 static int record_write(struct diag *d, const char *path)
 {
 	struct json_object *doc = json_object_new_object(), *list = json_object_new_array();
+	FILE *f;
 	int err;
 
 	json_object_object_add(doc, "version", json_object_new_int(1));
@@ -1152,9 +1154,33 @@ static int record_write(struct diag *d, const char *path)
 		json_object_array_add(list, o);
 	}
 	json_object_object_add(doc, "series", list);
-	err = json_object_to_file_ext(path, doc, JSON_C_TO_STRING_PLAIN) ? -EIO : 0;
+	f = fopen(path, "we");
+	err = f ? 0 : -errno;
+	if (f && fputs(json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN), f) < 0)
+		err = -errno;
+	if (f && fclose(f) && !err)
+		err = -errno;
 	json_object_put(doc);
 	return err;
+}
+
+/*
+ * Whether --record can be written, asked before the run rather than found after it: the file
+ * is opened for writing (created and removed again when it was not there).
+ */
+static int record_check(const char *path)
+{
+	bool existed = !access(path, F_OK);
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+	if (fd < 0) {
+		fprintf(stderr, "plumb diagnose: --record %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	close(fd);
+	if (!existed)
+		unlink(path);
+	return 0;
 }
 
 /*
@@ -1258,7 +1284,7 @@ int diagnose_run(const struct diagnose_options *o)
 	struct json_object *doc;
 	struct stat st;
 	double t0, start;
-	int ret = 1;
+	int ret = 1, err_write;
 
 	if (o->pid && kill(o->pid, 0) && errno == ESRCH) {
 		fprintf(stderr, "plumb diagnose: no process with pid %d\n", o->pid);
@@ -1269,6 +1295,8 @@ int diagnose_run(const struct diagnose_options *o)
 			o->comm);
 		return 2;
 	}
+	if (o->record[0] && record_check(o->record))
+		goto out_regex;
 	if (privileges_check("plumb diagnose") || tracefs_ensure() ||
 	    agent_config(&cfg, cgroup_root, sizeof(cgroup_root)))
 		goto out_regex;
@@ -1318,6 +1346,14 @@ int diagnose_run(const struct diagnose_options *o)
 	if (sched_snapshot(&wait_module, &d.prev, &d.nprev, &d.prev_waits, &d.nprev_waits))
 		goto out_unload;
 	tracking_update(&d, &wait_module, d.prev, d.nprev, d.prev_waits, d.nprev_waits);
+	if (o->pid && !target_alive(&d, d.prev, d.nprev)) {
+		/* kill() found it: it exited since, or the task iterator cannot see it */
+		fprintf(stderr,
+			"plumb diagnose: pid %d: the kernel's task iterator shows none of its "
+			"threads (it exited, or is outside this pid namespace)\n",
+			o->pid);
+		goto out_unload;
+	}
 	mark(&d, 0, d.prev, d.nprev);
 	if (!d.nbase)
 		mark(&d, 1, d.prev, d.nprev); /* --baseline: the whole run is the observation */
@@ -1368,15 +1404,19 @@ int diagnose_run(const struct diagnose_options *o)
 			d.nint, d.nbase);
 		goto out_unload;
 	}
-	if (o->record[0] && record_write(&d, o->record))
-		fprintf(stderr, "plumb diagnose: cannot write --record %s\n", o->record);
+	ret = 0;
+	err_write = o->record[0] ? record_write(&d, o->record) : 0;
+	if (err_write) {
+		fprintf(stderr, "plumb diagnose: cannot write --record %s: %s\n", o->record,
+			strerror(-err_write));
+		ret = 1; /* the report still follows: what the run found is not lost */
+	}
 	doc = report_make(&d);
 	if (o->json)
 		printf("%s\n", json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY));
 	else
 		report_print(doc, o->explain);
 	json_object_put(doc);
-	ret = 0;
 
 out_unload:
 	if (blk_module.up)

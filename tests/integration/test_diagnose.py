@@ -428,13 +428,33 @@ def test_epoll_files(cleanup):
 
 
 def test_errors():
-    """A PID that does not exist: exit 1 and one line; a bad option: exit 2."""
+    """A PID that does not exist (or a zombie), or a --record that cannot be written: exit 1
+    and one line, before the run; a bad option: exit 2."""
     r = subprocess.run([PLUMB, "diagnose", "--pid", "4194000"], capture_output=True, text=True)
     assert r.returncode == 1 and r.stderr.strip() == \
         "plumb diagnose: no process with pid 4194000", (r.returncode, r.stderr)
     r = subprocess.run([PLUMB, "diagnose", "--pid", "1", "--comm", "x"], capture_output=True,
                        text=True)
     assert r.returncode == 2 and "exactly one of" in r.stderr, (r.returncode, r.stderr)
+    # a --record that cannot be written is refused before the run (30 s by default), not after
+    r = subprocess.run([PLUMB, "diagnose", "--pid", str(os.getpid()), "--record",
+                        "/nonexistent-plumb-dir/r.json"], capture_output=True, text=True,
+                       timeout=15)
+    assert r.returncode == 1 and r.stderr.strip() == "plumb diagnose: --record " \
+        "/nonexistent-plumb-dir/r.json: No such file or directory", (r.returncode, r.stderr)
+    # a zombie answers kill(pid, 0), but has no live thread to follow
+    zombie = os.fork()
+    if zombie == 0:
+        os._exit(0)
+    try:
+        time.sleep(0.2)
+        r = subprocess.run([PLUMB, "diagnose", "--pid", str(zombie)], capture_output=True,
+                           text=True, timeout=15)
+    finally:
+        os.waitpid(zombie, 0)
+    assert r.returncode == 1 and r.stderr.strip() == f"plumb diagnose: pid {zombie}: the " \
+        "kernel's task iterator shows none of its threads (it exited, or is outside this " \
+        "pid namespace)", (r.returncode, r.stderr)
 
 
 def test_partial(cleanup):
