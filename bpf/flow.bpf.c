@@ -70,6 +70,7 @@ const volatile bool unix_on = true;
 #define E2BIG		   7
 #define EEXIST		   17
 #define MSG_PEEK	   2
+#define PF_KTHREAD	   0x00200000
 /* include/net/tcp_states.h */
 #define TCP_ESTABLISHED 1
 #define TCP_SYN_SENT	2
@@ -428,6 +429,9 @@ static __always_inline int closer_owns(const struct sock *sk)
 
 	if (!cookie || !sk->sk_max_ack_backlog || !gate_open())
 		return 0; /* no cookie: no entry */
+	/* a kernel thread closing is the socket's user in the kernel (MPTCP's subflows) */
+	if (bpf_get_current_task_btf()->flags & PF_KTHREAD)
+		return 0;
 	c = conn_lookup(cookie);
 	if (c && !c->tgid)
 		set_owner(c);

@@ -9,6 +9,8 @@ stays where it was started).
   flowwork.py CGDIR partsrv HOST PORT READ     accept one connection, read READ bytes of it,
                                                print "read"; at a line on stdin close it
                                                (unread bytes left: a reset), print "closed"
+  flowwork.py CGDIR mptcp-server ..., mptcp-client ...
+                                               server and client over MPTCP sockets
   flowwork.py CGDIR client HOST PORT N SIZE [tcpinfo]
                                                N connections: send SIZE bytes, half-close,
                                                read the reply to EOF, close; with tcpinfo,
@@ -41,9 +43,12 @@ def join(cgdir):
         f.write("0")
 
 
+PROTO = 0  # IPPROTO_MPTCP for the mptcp- modes
+
+
 def connect(host, port):
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    c = socket.socket(family, socket.SOCK_STREAM)
+    c = socket.socket(family, socket.SOCK_STREAM, PROTO)
     c.connect((host, port))
     return c
 
@@ -90,7 +95,10 @@ def drain(c):
 
 
 def main():
+    global PROTO
     cgdir, mode, host = sys.argv[1], sys.argv[2], sys.argv[3]
+    if mode.startswith("mptcp-"):
+        mode, PROTO = mode[len("mptcp-"):], socket.IPPROTO_MPTCP
     port = 0 if sys.argv[4] == "-" else int(sys.argv[4])
     join(cgdir)
     family = socket.AF_INET6 if ":" in host and "/" not in host else socket.AF_INET
@@ -155,7 +163,7 @@ def main():
     elif mode in ("server", "splicesrv"):
         reply = int(sys.argv[5])
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        srv = socket.socket(family, socket.SOCK_STREAM)
+        srv = socket.socket(family, socket.SOCK_STREAM, PROTO)
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         srv.bind((host, port))
         srv.listen(1024)
