@@ -276,7 +276,8 @@ def test_mptcp(agent, cleanup):
     assert got == want, f"client: expected {want}, got {got}"
     owners = select(m, "plumb_flow_connections_total", peer_port=str(port))
     comms = {dict(labels)["comm"] for labels in owners}
-    assert comms <= {"python3"}, f"owners of the port's connections: {owners}"
+    # "": the server's unowned subflows, shown as cgroup unknown:0 after 5 s (the known gap)
+    assert comms <= {"python3", ""}, f"owners of the port's connections: {owners}"
 
 
 def test_ipv6(agent, cleanup):
