@@ -70,7 +70,7 @@ const volatile bool unix_on = true;
 #define E2BIG		   7
 #define EEXIST		   17
 #define MSG_PEEK	   2
-#define PF_KTHREAD	   0x00200000
+#define PF_KTHREAD	   0x00200000 /* include/linux/sched.h: task_struct flags */
 /* include/net/tcp_states.h */
 #define TCP_ESTABLISHED 1
 #define TCP_SYN_SENT	2
@@ -344,7 +344,7 @@ static __always_inline void conn_established(struct flow_conn *c, const struct s
 	if (tp)
 		tcp_counts(tp, &c->base_tx, &c->base_rx);
 	c->established = 1;
-	c->whole = 1; /* calls mode: base 0, TCP's counts are the connection's whole life */
+	c->base_known = 1; /* calls mode: base 0, TCP's counts are the connection's whole life */
 }
 
 /*
@@ -358,12 +358,15 @@ static __always_inline void calls_reconcile(struct flow_conn *c, const struct tc
 {
 	__u64 tx, rx;
 
-	if (!c->whole || !close_at_destroy)
+	if (!c->base_known || !close_at_destroy)
 		return;
 	tcp_counts(tp, &tx, &rx);
 	tx -= c->base_tx;
 	rx -= c->base_rx;
-	/* (a count below its base, which TCP's never go, would wrap: left alone) */
+	/*
+	 * tcp_disconnect() zeroes TCP's counts (MPTCP's first subflow, connect(AF_UNSPEC)):
+	 * below the base, the difference wraps, and the calls' counts are kept.
+	 */
 	if (tx > c->tx && tx - c->tx < 1ULL << 62)
 		c->tx = tx;
 	if (rx > c->rx && rx - c->rx < 1ULL << 62)
@@ -418,19 +421,24 @@ static __always_inline void conn_end(const struct sock *sk)
  * An established connection's first FIN from this end (FIN_WAIT1, or LAST_ACK after the
  * peer's) is sent by close() or shutdown(), in the process that holds the socket: it owns a
  * connection nobody has owned yet (accepted, then only spliced: no sock_recvmsg names it).
- * Only accepted sockets can lack an owner: these carry their listener's sk_max_ack_backlog
- * (the clone copies it), which a connecting socket leaves 0, so a client's end costs no
- * lookup.
+ * Accepted sockets carry their listener's sk_max_ack_backlog (the clone copies it), which a
+ * connecting socket leaves 0: a client's end, owned since connect(), costs no lookup. (Those
+ * found by the iterator, also unowned here, are named by user space from /proc.) Not for
+ * kernel threads, nor MPTCP subflows: the MPTCP socket's calls never reach them, and their
+ * closes come from MPTCP's worker or the path manager, not from the socket's holder.
  */
 static __always_inline int closer_owns(const struct sock *sk)
 {
 	__u64 cookie = sk->__sk_common.skc_cookie.counter;
+	struct tcp_sock *tp;
 	struct flow_conn *c;
 
 	if (!cookie || !sk->sk_max_ack_backlog || !gate_open())
 		return 0; /* no cookie: no entry */
-	/* a kernel thread closing is the socket's user in the kernel (MPTCP's subflows) */
 	if (bpf_get_current_task_btf()->flags & PF_KTHREAD)
+		return 0;
+	tp = bpf_skc_to_tcp_sock((void *)sk);
+	if (!tp || (bpf_core_field_exists(tp->is_mptcp) && BPF_CORE_READ_BITFIELD(tp, is_mptcp)))
 		return 0;
 	c = conn_lookup(cookie);
 	if (c && !c->tgid)
@@ -955,7 +963,7 @@ int flow_discover(struct bpf_iter__tcp *ctx)
 	}
 	set_tuple_btf(c, (struct sock *)tp);
 	tcp_counts(tp, &c->base_tx, &c->base_rx); /* counters: from now on; calls: at its end */
-	c->whole = 1;
+	c->base_known = 1;
 	c->base_segs_out = tp->segs_out; /* counted from now on, like its bytes */
 	c->base_segs_in = tp->segs_in;
 	c->ino = BPF_CORE_READ((struct sock *)tp, sk_socket, file, f_inode, i_ino);

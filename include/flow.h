@@ -50,8 +50,8 @@ struct flow_conn {
 	__u8 established;
 	__u16 family; /* AF_INET, AF_INET6 (AF_UNIX for unix sockets) */
 	__u8 proto; /* enum flow_proto */
-	__u8 whole; /* TCP's own counts less base_tx/base_rx cover what tx/rx count: seen
-		     * from its start (base 0), or found by the iterator (base its counts) */
+	__u8 base_known; /* base_tx/base_rx are TCP's counts when tx/rx began: 0 for one seen
+			  * from its start, the iterator's reading for an older one */
 	__u8 pad[2];
 	__u32 peer_tgid; /* unix: the peer process (SO_PEERCRED's pid), else 0 */
 	__u16 lport, rport; /* host byte order */

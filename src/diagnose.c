@@ -1136,6 +1136,7 @@ static void report_print(struct json_object *doc, bool explain)
 static int record_write(struct diag *d, const char *path)
 {
 	struct json_object *doc = json_object_new_object(), *list = json_object_new_array();
+	const char *text;
 	FILE *f;
 	int err;
 
@@ -1154,33 +1155,44 @@ static int record_write(struct diag *d, const char *path)
 		json_object_array_add(list, o);
 	}
 	json_object_object_add(doc, "series", list);
-	f = fopen(path, "we");
-	err = f ? 0 : -errno;
-	if (f && fputs(json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN), f) < 0)
-		err = -errno;
+	text = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN);
+	f = text ? fopen(path, "we") : NULL;
+	err = f ? 0 : text ? -errno : -ENOMEM;
+	errno = 0;
+	if (f && fputs(text, f) < 0)
+		err = errno ? -errno : -EIO;
+	/* most write errors (a full disk) show only here, when the buffer goes out */
 	if (f && fclose(f) && !err)
-		err = -errno;
+		err = errno ? -errno : -EIO;
 	json_object_put(doc);
 	return err;
 }
 
 /*
- * Whether --record can be written, asked before the run rather than found after it: the file
- * is opened for writing (created and removed again when it was not there).
+ * Whether --record can be written, asked before the run rather than found after it. A file
+ * that is there must be writable (a FIFO is not opened: that would wait for a reader); one
+ * that is not is created and removed again (O_EXCL: a dangling symlink is left to the end).
  */
 static int record_check(const char *path)
 {
-	bool existed = !access(path, F_OK);
-	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	struct stat st;
+	int fd;
 
-	if (fd < 0) {
-		fprintf(stderr, "plumb diagnose: --record %s: %s\n", path, strerror(errno));
-		return -1;
+	if (!stat(path, &st)) {
+		if (!access(path, W_OK))
+			return 0;
+	} else if (errno == ENOENT) {
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			close(fd);
+			unlink(path);
+			return 0;
+		}
+		if (errno == EEXIST)
+			return 0;
 	}
-	close(fd);
-	if (!existed)
-		unlink(path);
-	return 0;
+	fprintf(stderr, "plumb diagnose: --record %s: %s\n", path, strerror(errno));
+	return -1;
 }
 
 /*
@@ -1347,10 +1359,14 @@ int diagnose_run(const struct diagnose_options *o)
 		goto out_unload;
 	tracking_update(&d, &wait_module, d.prev, d.nprev, d.prev_waits, d.nprev_waits);
 	if (o->pid && !target_alive(&d, d.prev, d.nprev)) {
-		/* kill() found it: it exited since, or the task iterator cannot see it */
+		/*
+		 * kill() found it, the iterator not: a zombie; or plumb runs in a pid namespace
+		 * of its own, where --pid is that namespace's number and the iterator gives the
+		 * host's (docs/diagnose.md: run it in the host's)
+		 */
 		fprintf(stderr,
-			"plumb diagnose: pid %d: the kernel's task iterator shows none of its "
-			"threads (it exited, or is outside this pid namespace)\n",
+			"plumb diagnose: pid %d: the kernel's task iterator shows no live thread "
+			"of it (a zombie, or pids of another pid namespace)\n",
 			o->pid);
 		goto out_unload;
 	}

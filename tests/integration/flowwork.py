@@ -6,6 +6,8 @@ stays where it was started).
                                                then send REPLY bytes and close
   flowwork.py CGDIR splicesrv HOST PORT REPLY   the same, but reads with splice() only
                                                (into a pipe, on to /dev/null)
+  flowwork.py CGDIR splicen HOST PORT N        accept one connection, splice N bytes of it,
+                                               close it first, print "closed"
   flowwork.py CGDIR partsrv HOST PORT READ     accept one connection, read READ bytes of it,
                                                print "read"; at a line on stdin close it
                                                (unread bytes left: a reset), print "closed"
@@ -168,6 +170,23 @@ def main():
         srv.bind((host, port))
         srv.listen(1024)
         (serve if mode == "server" else serve_splice)(srv, reply)
+    elif mode == "splicen":
+        srv = socket.socket(family, socket.SOCK_STREAM)
+        srv.bind((host, port))
+        srv.listen(1)
+        print("listening", flush=True)
+        c, _ = srv.accept()
+        r, w = os.pipe()
+        sink = os.open(os.devnull, os.O_WRONLY)
+        want = int(sys.argv[5])
+        while want:
+            n = os.splice(c.fileno(), w, want)
+            want -= n
+            while n:
+                n -= os.splice(r, sink, n)
+        c.close()
+        print("closed", flush=True)
+        sys.stdin.read()
     elif mode == "partsrv":
         srv = socket.socket(family, socket.SOCK_STREAM)
         srv.bind((host, port))

@@ -429,7 +429,8 @@ def test_epoll_files(cleanup):
 
 def test_errors():
     """A PID that does not exist (or a zombie), or a --record that cannot be written: exit 1
-    and one line, before the run; a bad option: exit 2."""
+    and one line, before the run (a write that fails at its end: after the report); a bad
+    option: exit 2."""
     r = subprocess.run([PLUMB, "diagnose", "--pid", "4194000"], capture_output=True, text=True)
     assert r.returncode == 1 and r.stderr.strip() == \
         "plumb diagnose: no process with pid 4194000", (r.returncode, r.stderr)
@@ -453,8 +454,15 @@ def test_errors():
     finally:
         os.waitpid(zombie, 0)
     assert r.returncode == 1 and r.stderr.strip() == f"plumb diagnose: pid {zombie}: the " \
-        "kernel's task iterator shows none of its threads (it exited, or is outside this " \
+        "kernel's task iterator shows no live thread of it (a zombie, or pids of another " \
         "pid namespace)", (r.returncode, r.stderr)
+    # a write that fails at the end (a full disk): the report is printed all the same, exit 1
+    r = subprocess.run([PLUMB, "diagnose", "--pid", str(os.getpid()), "--duration", "6s",
+                        "--baseline-duration", "3s", "--record", "/dev/full", "--json"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and r.stderr.strip() == "plumb diagnose: cannot write --record " \
+        "/dev/full: No space left on device", (r.returncode, r.stderr)
+    assert json.loads(r.stdout)["intervals"] >= 3, r.stdout
 
 
 def test_partial(cleanup):
