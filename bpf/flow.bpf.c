@@ -333,18 +333,17 @@ static __always_inline bool conn_insert(__u64 cookie, const struct flow_conn *v,
 	return true;
 }
 
-/* What ESTABLISHED tells of a connection: its role, tuple, and (counters) starting counts. */
+/*
+ * What ESTABLISHED tells of a connection: its role and tuple. Its base counts stay 0: TCP's
+ * count from the socket's start, which plumb saw (SYN_SENT or SYN_RECV), and may already hold
+ * bytes here (TCP Fast Open's data in the SYN, sent or received before ESTABLISHED).
+ */
 static __always_inline void conn_established(struct flow_conn *c, const struct sock *sk, __u8 role)
 {
-	struct tcp_sock *tp;
-
 	c->role = role;
 	set_tuple_btf(c, sk);
-	tp = bytes_from_counters ? bpf_skc_to_tcp_sock((void *)sk) : NULL;
-	if (tp)
-		tcp_counts(tp, &c->base_tx, &c->base_rx);
 	c->established = 1;
-	c->base_known = 1; /* calls mode: base 0, TCP's counts are the connection's whole life */
+	c->base_known = 1;
 }
 
 /*

@@ -36,8 +36,8 @@ enum flow_lost_reason {
 /* One TCP connection, value of the flow_conns hash (key: socket cookie). */
 struct flow_conn {
 	__u64 tx, rx; /* payload bytes sent and received since the agent attached */
-	__u64 base_tx, base_rx; /* the socket's own counts when first seen (counters mode, and
-				 * connections older than the agent) */
+	__u64 base_tx, base_rx; /* the socket's own counts when first seen: 0 for one seen from
+				 * its start, the iterator's reading for one older than the agent */
 	__u32 segs_out, segs_in; /* TCP segments sent and received (counters: live; calls: at
 				  * close), since the agent saw the connection */
 	__u32 base_segs_out, base_segs_in; /* the socket's own when first seen (older ones) */

@@ -13,6 +13,9 @@ stays where it was started).
                                                (unread bytes left: a reset), print "closed"
   flowwork.py CGDIR mptcp-server ..., mptcp-client ...
                                                server and client over MPTCP sockets
+  flowwork.py CGDIR tfo-server ..., tfo-client ...
+                                               with TCP Fast Open: the listener allows it,
+                                               the client's first send goes in its SYN
   flowwork.py CGDIR client HOST PORT N SIZE [tcpinfo]
                                                N connections: send SIZE bytes, half-close,
                                                read the reply to EOF, close; with tcpinfo,
@@ -46,12 +49,14 @@ def join(cgdir):
 
 
 PROTO = 0  # IPPROTO_MPTCP for the mptcp- modes
+TFO = False  # the tfo- modes
 
 
 def connect(host, port):
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     c = socket.socket(family, socket.SOCK_STREAM, PROTO)
-    c.connect((host, port))
+    if not TFO:
+        c.connect((host, port))
     return c
 
 
@@ -80,8 +85,11 @@ def serve_splice(srv, reply):
         c.close()
 
 
-def exchange(c, size):
-    """Send size bytes, half-close, read the reply to EOF; the socket stays open."""
+def exchange(c, size, addr=None):
+    """Send size bytes, half-close, read the reply to EOF; the socket stays open. With addr
+    (TCP Fast Open): connect with the first bytes, in the SYN."""
+    if addr:
+        size -= c.sendto(b"s" * size, socket.MSG_FASTOPEN, addr)
     c.sendall(b"s" * size)
     c.shutdown(socket.SHUT_WR)
     drain(c)
@@ -97,10 +105,12 @@ def drain(c):
 
 
 def main():
-    global PROTO
+    global PROTO, TFO
     cgdir, mode, host = sys.argv[1], sys.argv[2], sys.argv[3]
     if mode.startswith("mptcp-"):
         mode, PROTO = mode[len("mptcp-"):], socket.IPPROTO_MPTCP
+    if mode.startswith("tfo-"):
+        mode, TFO = mode[len("tfo-"):], True
     port = 0 if sys.argv[4] == "-" else int(sys.argv[4])
     join(cgdir)
     family = socket.AF_INET6 if ":" in host and "/" not in host else socket.AF_INET
@@ -167,6 +177,8 @@ def main():
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         srv = socket.socket(family, socket.SOCK_STREAM, PROTO)
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if TFO:
+            srv.setsockopt(socket.IPPROTO_TCP, socket.TCP_FASTOPEN, 64)
         srv.bind((host, port))
         srv.listen(1024)
         (serve if mode == "server" else serve_splice)(srv, reply)
@@ -207,7 +219,7 @@ def main():
         segs = [0, 0]
         for _ in range(n):
             c = connect(host, port)
-            exchange(c, size)
+            exchange(c, size, (host, port) if TFO else None)
             if tcpinfo:  # final: the peer's FIN is in and acked, close() sends nothing more
                 info = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
                 segs[0] += int.from_bytes(info[136:140], "little")  # tcpi_segs_out

@@ -250,6 +250,41 @@ def test_splice_close_first(agent, cleanup):
     check_pair(agent, cli, srv, port, 1, 200000, 0)
 
 
+def netstat(hosts, field):
+    """A TcpExt counter of host 0's network namespace."""
+    out = subprocess.run(["ip", "netns", "exec", hosts.names[0], "cat", "/proc/net/netstat"],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    names, values = [line.split() for line in out if line.startswith("TcpExt:")][:2]
+    return int(values[names.index(field)])
+
+
+def test_fastopen(agent, cleanup, hosts):
+    """TCP Fast Open (in host 0's namespace, where the test allows it without a cookie): the
+    bytes in each SYN count, exactly, at both ends."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/tfo-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/tfo-cli")
+    ns = ["ip", "netns", "exec", hosts.names[0]]
+    old = subprocess.run(ns + ["sysctl", "-n", "net.ipv4.tcp_fastopen"], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    # 0x1, 0x2: client and server; 0x4, 0x200: no cookie needed at either end
+    subprocess.run(ns + ["sysctl", "-qw", "net.ipv4.tcp_fastopen=0x207"], check=True)
+    cleanup.add(subprocess.run, ns + ["sysctl", "-qw", f"net.ipv4.tcp_fastopen={old}"])
+    port = free_port()
+    s = hosts.run(0, cgs, sys.executable, FLOWWORK, "-", "tfo-server", "127.0.0.1", str(port),
+                  "777", stdout=subprocess.PIPE, text=True)
+    cleanup.add(stop, s)
+    expect_line(s, "listening")
+    passive = netstat(hosts, "TCPFastOpenPassive")
+    c = hosts.run(0, cgc, sys.executable, FLOWWORK, "-", "tfo-client", "127.0.0.1", str(port),
+                  "3", "1000", stdout=subprocess.PIPE, text=True)
+    cleanup.add(stop, c)
+    expect_line(c, "done")
+    c.wait()
+    took = netstat(hosts, "TCPFastOpenPassive") - passive
+    assert took == 3, f"{took} of 3 connections carried data in their SYN (TCPFastOpenPassive)"
+    check_pair(agent, cli, srv, port, 3, 1000, 777)
+
+
 def test_unread(agent, cleanup):
     """A server that reads 1,000 of the 50,000 bytes TCP received for it and closes: the
     connection's end counts all 50,000 (what TCP carried), in both byte modes."""
@@ -700,6 +735,8 @@ def main():
                        tmpdir)
             runner.run(f"flow ({mode}): bytes of an open connection in another netns",
                        test_live_bytes_netns, agent, cleanup, hosts)
+            runner.run(f"flow ({mode}): TCP Fast Open, the SYN's bytes counted",
+                       test_fastopen, agent, cleanup, hosts)
             agent.stop()
             runner.run(f"flow ({mode}): a connection older than the agent",
                        test_older_than_agent, cleanup, mode)
