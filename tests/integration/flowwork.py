@@ -70,19 +70,38 @@ def serve(srv, reply):
         c.close()
 
 
+def splice_out(c, most=None):
+    """Reads c with splice() only (into a pipe, on to /dev/null): to EOF, or most bytes."""
+    r, w = os.pipe()
+    sink = os.open(os.devnull, os.O_WRONLY)
+    while (n := os.splice(c.fileno(), w, most or 65536)):
+        most = most and most - n
+        while n:
+            n -= os.splice(r, sink, n)
+        if most == 0:
+            break
+    for fd in (r, w, sink):
+        os.close(fd)
+
+
 def serve_splice(srv, reply):
     """serve(), reading each connection with splice() into a pipe, never with recv()."""
     print("listening", flush=True)
-    r, w = os.pipe()
-    sink = os.open(os.devnull, os.O_WRONLY)
     while True:
         c, _ = srv.accept()
-        while n := os.splice(c.fileno(), w, 65536):
-            while n:
-                n -= os.splice(r, sink, n)
+        splice_out(c)
         if reply:
             c.sendall(b"r" * reply)
         c.close()
+
+
+def accept_one(family, host, port):
+    """One connection of a listener on host:port (printing "listening" when it listens)."""
+    srv = socket.socket(family, socket.SOCK_STREAM)
+    srv.bind((host, port))
+    srv.listen(1)
+    print("listening", flush=True)
+    return srv.accept()[0]
 
 
 def exchange(c, size, addr=None):
@@ -183,28 +202,13 @@ def main():
         srv.listen(1024)
         (serve if mode == "server" else serve_splice)(srv, reply)
     elif mode == "splicen":
-        srv = socket.socket(family, socket.SOCK_STREAM)
-        srv.bind((host, port))
-        srv.listen(1)
-        print("listening", flush=True)
-        c, _ = srv.accept()
-        r, w = os.pipe()
-        sink = os.open(os.devnull, os.O_WRONLY)
-        want = int(sys.argv[5])
-        while want:
-            n = os.splice(c.fileno(), w, want)
-            want -= n
-            while n:
-                n -= os.splice(r, sink, n)
+        c = accept_one(family, host, port)
+        splice_out(c, int(sys.argv[5]))
         c.close()
         print("closed", flush=True)
         sys.stdin.read()
     elif mode == "partsrv":
-        srv = socket.socket(family, socket.SOCK_STREAM)
-        srv.bind((host, port))
-        srv.listen(1)
-        print("listening", flush=True)
-        c, _ = srv.accept()
+        c = accept_one(family, host, port)
         want = int(sys.argv[5])
         while want:
             want -= len(c.recv(want))

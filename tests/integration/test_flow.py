@@ -230,19 +230,26 @@ def test_splice(agent, cleanup):
     check_pair(agent, cli, srv, port, 4, 250000, 0)
 
 
-def test_splice_close_first(agent, cleanup):
-    """The splicing server closes first (FIN_WAIT1, where test_splice's closes after its
-    peer: LAST_ACK): it owns the connection, and its bytes are exact."""
-    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/splicen-srv")
-    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/splicen-cli")
+def one_server_send(cleanup, name, mode, arg, size):
+    """A one-connection server (flowwork mode with arg) and a hold client that has sent it
+    size bytes, each in a cgroup of its own: (server, client, their labels, port)."""
+    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/{name}-srv")
+    cgc, cli = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/{name}-cli")
     port = free_port()
-    s = start(cleanup, cgs, "splicen", "127.0.0.1", port, 200000)
+    s = start(cleanup, cgs, mode, "127.0.0.1", port, arg)
     expect_line(s, "listening")
     hold = start(cleanup, cgc, "hold", "127.0.0.1", port)
     expect_line(hold, "connected")
-    hold.stdin.write("send 200000\n")
+    hold.stdin.write(f"send {size}\n")
     hold.stdin.flush()
     expect_line(hold, "done")
+    return s, hold, srv, cli, port
+
+
+def test_splice_close_first(agent, cleanup):
+    """The splicing server closes first (FIN_WAIT1, where test_splice's closes after its
+    peer: LAST_ACK): it owns the connection, and its bytes are exact."""
+    s, hold, srv, cli, port = one_server_send(cleanup, "splicen", "splicen", 200000, 200000)
     expect_line(s, "closed")
     hold.stdin.write("close\n")
     hold.stdin.flush()
@@ -288,16 +295,7 @@ def test_fastopen(agent, cleanup, hosts):
 def test_unread(agent, cleanup):
     """A server that reads 1,000 of the 50,000 bytes TCP received for it and closes: the
     connection's end counts all 50,000 (what TCP carried), in both byte modes."""
-    cgs, srv = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/unread-srv")
-    cgc, _ = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/unread-cli")
-    port = free_port()
-    s = start(cleanup, cgs, "partsrv", "127.0.0.1", port, 1000)
-    expect_line(s, "listening")
-    hold = start(cleanup, cgc, "hold", "127.0.0.1", port)
-    expect_line(hold, "connected")
-    hold.stdin.write("send 50000\n")
-    hold.stdin.flush()
-    expect_line(hold, "done")
+    s, _, srv, _, port = one_server_send(cleanup, "unread", "partsrv", 1000, 50000)
     expect_line(s, "read")
     deadline = time.time() + 5  # loopback delivers within the send: a margin all the same
     while True:
