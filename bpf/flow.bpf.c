@@ -436,12 +436,13 @@ static __always_inline int closer_owns(const struct sock *sk)
 		return 0; /* no cookie: no entry */
 	if (bpf_get_current_task_btf()->flags & PF_KTHREAD)
 		return 0;
+	c = conn_lookup(cookie);
+	if (!c || c->tgid)
+		return 0; /* the common case: a call has named it; no helper call for that */
 	tp = bpf_skc_to_tcp_sock((void *)sk);
 	if (!tp || (bpf_core_field_exists(tp->is_mptcp) && BPF_CORE_READ_BITFIELD(tp, is_mptcp)))
 		return 0;
-	c = conn_lookup(cookie);
-	if (c && !c->tgid)
-		set_owner(c);
+	set_owner(c);
 	return 0;
 }
 
