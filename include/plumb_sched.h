@@ -27,6 +27,8 @@ enum sched_lost_reason {
 	WAIT_LOST_FUTEX_KEY, /* a shared futex whose mapping bpf_find_vma could not read at the
 			      * switch-out nor at the switch-in (mmap lock busy): keyed by (mm,
 			      * address) like a private one instead, counted when the wait ends */
+	SCHED_RECOVERED, /* not a loss: an episode whose switch-in closed nothing, ended at the
+			  * thread's next switch from its sched_info (episode_recover) */
 	SCHED_LOST_REASONS,
 };
 

@@ -684,6 +684,20 @@ static void collect_end(void)
 	collect_list = NULL;
 }
 
+/* Host-wide, once: from the module that loaded the object (sched, or wait alone). */
+static void recovered_collect(struct plumb_module *m, struct sched_state *s, struct prom_writer *w)
+{
+	uint64_t n[SCHED_LOST_REASONS];
+
+	if (s->owner != m || !s->run_delay)
+		return;
+	percpu_counters_sum(bpf_map__fd(s->skel->maps.sched_lost), SCHED_LOST_REASONS, n);
+	prom_family(w, "plumb_sched_episodes_recovered_total", PROM_COUNTER,
+		    "Off-CPU episodes whose switch-in closed nothing, ended at the thread's next "
+		    "switch from its sched_info, host-wide (docs/metrics.md).");
+	prom_sample(w, NULL, 0, (double)n[SCHED_RECOVERED]);
+}
+
 static int sched_collect(struct plumb_module *m, struct prom_writer *w)
 {
 	struct sched_state *s = m->priv;
@@ -701,6 +715,7 @@ static int sched_collect(struct plumb_module *m, struct prom_writer *w)
 		collect_family(w, k, NULL, 1e-9);
 	}
 	collect_end();
+	recovered_collect(m, s, w);
 	return w->err;
 }
 
@@ -728,6 +743,7 @@ static int wait_collect(struct plumb_module *m, struct prom_writer *w)
 		    "Futex wakes by the workload's threads that woke a waiting thread.");
 	collect_family(w, M_FUTEX_WAKES, NULL, 1);
 	collect_end();
+	recovered_collect(m, s, w);
 	return w->err;
 }
 
@@ -988,6 +1004,8 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 		s->bri_capacity = 64;
 	bpf_map__set_max_entries(s->skel->maps.wait_bri, s->bri_capacity);
 	s->skel->rodata->close_at_switch_in = s->run_delay;
+	/* tests only: bpf/sched.bpf.c fault_thread() (docs/architecture.md) */
+	s->skel->rodata->fault_miss_switch_in = getenv("PLUMB_TEST_MISS_SWITCH_IN") != NULL;
 	s->skel->rodata->sleep_remainder = s->remainder;
 	bpf_program__set_autoload(s->skel->progs.sched_wakeup_new, s->remainder);
 	bpf_program__set_autoload(s->skel->progs.wait_waking, s->wait_on);

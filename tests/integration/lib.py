@@ -155,13 +155,13 @@ def read_log(f):
 
 
 class Agent:
-    def __init__(self, cleanup, *args, wait_for_module=True, port=None):
+    def __init__(self, cleanup, *args, wait_for_module=True, port=None, env=None):
         self.port = port or free_port()
         self.log = tempfile.TemporaryFile(mode="w+")
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
             [PLUMB, "agent", "--listen", f"127.0.0.1:{self.port}", *args],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            stdout=self.log, stderr=subprocess.STDOUT, env=env)
         cleanup.add(self.stop)
         # an emulated guest's agent taking maps over (--pin) took 15.8 s to serve in a 6.1
         # guest under the test's writers with three modules, over 60 s with all five: its

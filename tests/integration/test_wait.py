@@ -33,12 +33,14 @@ class Work:
     """waitwork KIND in cgroup_dir; its line parsed once it printed it (it then sleeps, or
     with spin, spins first)."""
 
-    def __init__(self, cleanup, cgroup_dir, kind, rounds=ROUNDS, spin=False):
+    def __init__(self, cleanup, cgroup_dir, kind, rounds=ROUNDS, spin=False, miss=False,
+                 ms=MS):
         with open(WAITWORK, "rb") as f:  # read before the exec: see test_sched.run_in
             while f.read(1 << 20):
                 pass
         self.proc = subprocess.Popen([WAITWORK, "--cgroup", cgroup_dir,
-                                      *(["--spin"] if spin else []), kind, str(MS),
+                                      *(["--spin"] if spin else []),
+                                      *(["--miss"] if miss else []), kind, str(ms),
                                       str(rounds)], stdout=subprocess.PIPE, text=True)
         cleanup.add(self.stop)
         line = self.proc.stdout.readline()
@@ -90,16 +92,21 @@ def switches(tid):
         return tuple(int(line.split()[1]) for line in f if "ctxt_switches" in line)
 
 
-def check_kind(agent, cleanup, kind, rounds=ROUNDS, spin=False):
+def check_kind(agent, cleanup, kind, rounds=ROUNDS, spin=False, miss=False, ms=MS):
     """One resource of `kind`: the workload's totals and the thread's entry for the resource.
     With spin, the waiter spins after its last wait: read before it switches out again, that
     wait must be whole in the counts all the same (it is closed at its switch-in, dated at its
-    wakeup; a design that closed it at the next switch-out would have to date it at the read)."""
+    wakeup; a design that closed it at the next switch-out would have to date it at the read).
+    With miss (an agent started with PLUMB_TEST_MISS_SWITCH_IN), the switch-in after each
+    wait closes nothing: each one must be recovered, exact, at the waiter's next switch."""
     metric_kind = {"futex-shared": "futex", "unix": "socket"}.get(kind, kind)
-    unresolved0 = value(agent.metrics(), "plumb_events_lost_total", module="wait",
+    m = agent.metrics()
+    unresolved0 = value(m, "plumb_events_lost_total", module="wait",
                         reason="futex_key_unresolved")
-    cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/wait-{kind}{'-spin' * spin}")
-    work = Work(cleanup, cg_dir, kind, rounds, spin)
+    recovered0 = value(m, "plumb_sched_episodes_recovered_total")
+    cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/wait-{kind}{'-spin' * spin}"
+                             f"{'-miss' * miss}")
+    work = Work(cleanup, cg_dir, kind, rounds, spin, miss, ms)
     w = work.w
     before = switches(w["tid"])
     m = settle(agent, lambda m: kinds_of(m, cg)[1][metric_kind] >= rounds, timeout=10)
@@ -111,6 +118,14 @@ def check_kind(agent, cleanup, kind, rounds=ROUNDS, spin=False):
     assert blocked * 0.98 - AROUND * rounds <= got <= blocked * 1.02, \
         f"{kind}: {got:.4f} s blocked, the waiter timed {blocked:.4f} s " \
         f"({(got - blocked) / blocked:+.2%})"
+    if miss:
+        recovered = value(m, "plumb_sched_episodes_recovered_total") - recovered0
+        assert recovered >= rounds, f"{kind}: {recovered:.0f} episodes recovered, the waiter's " \
+            f"{rounds} waits' switch-ins closed nothing"
+        if not spin:  # each wait's episode open until a preemption's switch-in
+            preempted = switches(w["tid"])[1]
+            assert preempted >= rounds, f"{kind}: the waiter was preempted {preempted} " \
+                f"times in {rounds} rounds"
     others = {k: v for k, v in calls.items() if k != metric_kind and v}
     assert not others, f"{kind}: waits of other kinds in the workload: {others}"
     if metric_kind == "futex":
@@ -159,6 +174,23 @@ def test_one_program(cleanup):
     m = settle(agent, lambda m: kinds_of(m, cg)[1]["pipe"] >= ROUNDS, timeout=10)
     assert kinds_of(m, cg)[1]["pipe"] == ROUNDS, f"wait alone: {kinds_of(m, cg)}"
     work.stop()
+    agent.stop()
+
+
+def test_missed_switch_in(cleanup):
+    """An agent whose programs skip the close at the first switch-in after each block of a
+    thread named miss-switch-in (PLUMB_TEST_MISS_SWITCH_IN, bpf/sched.bpf.c fault_thread()), as
+    a refused task-storage lookup does. A 6.18 CI run had one such wait read while its thread
+    spun on: 0.7156 s for a 0.1 s wait (the open episode counted up to the read, and user
+    space keeps the highest count). Each wait must still come out exact: read while the
+    thread runs on (SCHED_FIFO, spinning 0.7 s), it ends where its enqueue was; preempted
+    before it blocks again (10 rounds of 50 ms, the waiter sharing CPU 0 with a spinning
+    thread), the switch-in after the preemption ends it there too, not at the preemption."""
+    env = {**os.environ, "PLUMB_TEST_MISS_SWITCH_IN": "1"}
+    agent = Agent(cleanup, "--modules", "sched,wait", wait_for_module=False, env=env)
+    settle(agent, lambda m: value(m, "plumb_module_up", module="wait") == 1, timeout=10)
+    check_kind(agent, cleanup, "pipe", 1, spin=True, miss=True)
+    check_kind(agent, cleanup, "pipe", 10, miss=True, ms=50)
     agent.stop()
 
 
@@ -260,6 +292,8 @@ def main():
             runner.run(f"wait: {rounds} {kind} wait(s) read while the thread runs on, exact",
                        check_kind, agent, cleanup, kind, rounds, True)
         runner.run("wait: alone, sharing nothing", test_one_program, cleanup)
+        runner.run("wait: switch-ins that close nothing: each wait recovered, exact",
+                   test_missed_switch_in, cleanup)
         runner.run("wait: the oldest resources evicted above 3/4 of --wait-capacity, counted",
                    test_bri_eviction, cleanup)
     except Exception as e:

@@ -2,7 +2,7 @@
 /*
  * Two threads and a wait of known length: the wait tests' ground truth. Built static.
  *
- *   waitwork [--cgroup DIR] [--spin] KIND MS ROUNDS
+ *   waitwork [--cgroup DIR] [--spin] [--miss] KIND MS ROUNDS
  *
  * A waiter thread blocks ROUNDS times on one resource of KIND; each time the main thread
  * sleeps MS (nanosleep: a sleep, no wait kind) and then releases it without blocking itself.
@@ -24,8 +24,12 @@
  * At the end it prints one line, then sleeps (pause: no wait kind) until killed, so that the
  * test can read the agent's per-thread view while the threads still exist. With --spin the
  * waiter is SCHED_FIFO and, after its last wait, spins for SPIN_MS before it pauses: its last
- * wait has ended and the thread has not switched out since (no CFS thread preempts it). The
- * line:
+ * wait has ended and the thread has not switched out since (no CFS thread preempts it).
+ * With --miss the waiter is named "miss-switch-in", the thread whose switch-ins an agent
+ * started with PLUMB_TEST_MISS_SWITCH_IN does not close (bpf/sched.bpf.c fault_thread());
+ * without --spin it then shares CPU 0 with a spinning thread of the process (main runs on
+ * CPU 1) and spins for MISS_SPIN_MS after each wait, long enough to be preempted before it
+ * blocks again. The line:
  *   tid=<waiter> pid=<process> blocked=<ns in the blocking calls> rounds=<ROUNDS>
  *   ino=<inode of the resource: pipe read end, server socket, memfd; 0 for futex>
  *   peer=<inode of the socket at the other end (socket, unix); 0 otherwise>
@@ -47,6 +51,7 @@
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -59,8 +64,9 @@ static uint32_t *word; /* the futex word */
 static volatile int released, done; /* rounds released by main; the waiter finished */
 static volatile pid_t waiter_tid;
 static uint64_t blocked_ns;
-static bool spin;
-#define SPIN_MS 700
+static bool spin, miss;
+#define SPIN_MS	     700
+#define MISS_SPIN_MS 20
 
 static uint64_t now_ns(void)
 {
@@ -74,6 +80,36 @@ static void die(const char *what)
 {
 	perror(what);
 	_exit(1);
+}
+
+static void spin_for(uint64_t ns)
+{
+	uint64_t end = now_ns() + ns;
+
+	while (now_ns() < end)
+		;
+}
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		die("sched_setaffinity");
+}
+
+/* --miss without --spin: keeps CPU 0 busy, without waiting, until the waiter is done */
+static void *partner(void *arg)
+{
+	(void)arg;
+	pin(0);
+	while (!done)
+		;
+	for (;;)
+		pause();
+	return NULL;
 }
 
 static long futex(uint32_t *uaddr, int op, uint32_t val)
@@ -125,6 +161,10 @@ static void *waiter(void *arg)
 {
 	(void)arg;
 	waiter_tid = gettid();
+	if (miss && prctl(PR_SET_NAME, "miss-switch-in"))
+		die("PR_SET_NAME");
+	if (miss && !spin)
+		pin(0);
 	if (spin) {
 		struct sched_param sp = { .sched_priority = 1 };
 
@@ -140,14 +180,12 @@ static void *waiter(void *arg)
 		t0 = now_ns();
 		wait_once(i);
 		blocked_ns += now_ns() - t0;
+		if (miss && !spin)
+			spin_for(MISS_SPIN_MS * 1000000ull);
 	}
 	done = 1;
-	if (spin) {
-		uint64_t end = now_ns() + SPIN_MS * 1000000ull;
-
-		while (now_ns() < end)
-			;
-	}
+	if (spin)
+		spin_for(SPIN_MS * 1000000ull);
 	for (;;)
 		pause(); /* a sleep, no wait kind, until _exit */
 	return NULL;
@@ -248,14 +286,29 @@ int main(int argc, char **argv)
 		argv++;
 		argc--;
 	}
+	if (argc > 1 && !strcmp(argv[1], "--miss")) {
+		miss = true;
+		argv++;
+		argc--;
+	}
 	if (argc != 4) {
-		fprintf(stderr, "usage: waitwork [--cgroup DIR] [--spin] KIND MS ROUNDS\n");
+		fprintf(stderr,
+			"usage: waitwork [--cgroup DIR] [--spin] [--miss] KIND MS ROUNDS\n");
 		return 2;
 	}
 	kind = argv[1];
 	ms = atol(argv[2]);
 	rounds = atoi(argv[3]);
 	setup();
+	if (miss && !spin) {
+		if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+			fprintf(stderr, "waitwork: --miss needs two CPUs\n");
+			_exit(2);
+		}
+		pin(1);
+		if (pthread_create(&t, NULL, partner, NULL))
+			die("pthread_create");
+	}
 	if (pthread_create(&t, NULL, waiter, NULL))
 		die("pthread_create");
 	d.tv_sec = ms / 1000;
