@@ -1133,11 +1133,72 @@ static void report_print(struct json_object *doc, bool explain)
 
 /* ---- recordings ---- */
 
+/* text to f, then f closed: 0 or -errno */
+static int put_close(FILE *f, const char *text)
+{
+	int err = 0;
+
+	errno = 0;
+	if (fputs(text, f) < 0)
+		err = errno ? -errno : -EIO;
+	/* most write errors (a full disk) show only here, when the buffer goes out */
+	if (fclose(f) && !err)
+		err = errno ? -errno : -EIO;
+	return err;
+}
+
+/* The temporary name a recording is written under before it replaces path. */
+static int record_tmp(const char *path, char *tmp, size_t size)
+{
+	if (snprintf(tmp, size, "%s.plumb-%d.tmp", path, (int)getpid()) < (int)size)
+		return 0;
+	errno = ENAMETOOLONG;
+	return -1;
+}
+
+/*
+ * A recording replaces a regular file (or makes a new one) whole or not at all: it is written
+ * beside it under a temporary name, which is renamed over it once complete, so that a write
+ * that fails (a full disk) leaves an earlier recording, perhaps the baseline of later runs, as
+ * it was. Anything else (a device, a FIFO, a symlink) is written in place.
+ */
+static int record_put(const char *path, const char *text)
+{
+	char tmp[4096];
+	struct stat st;
+	bool exists;
+	FILE *f;
+	int fd, err;
+
+	exists = !lstat(path, &st);
+	if (exists ? !S_ISREG(st.st_mode) : errno != ENOENT) {
+		f = fopen(path, "we");
+		return f ? put_close(f, text) : -errno;
+	}
+	if (record_tmp(path, tmp, sizeof(tmp)))
+		return -errno;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	/* the mode it had, not the umask's */
+	f = exists && fchmod(fd, st.st_mode & 07777) ? NULL : fdopen(fd, "w");
+	if (f) {
+		err = put_close(f, text);
+	} else {
+		err = -errno;
+		close(fd);
+	}
+	if (!err && rename(tmp, path))
+		err = -errno;
+	if (err)
+		unlink(tmp);
+	return err;
+}
+
 static int record_write(struct diag *d, const char *path)
 {
 	struct json_object *doc = json_object_new_object(), *list = json_object_new_array();
 	const char *text;
-	FILE *f;
 	int err;
 
 	json_object_object_add(doc, "version", json_object_new_int(1));
@@ -1156,41 +1217,40 @@ static int record_write(struct diag *d, const char *path)
 	}
 	json_object_object_add(doc, "series", list);
 	text = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN);
-	f = text ? fopen(path, "we") : NULL;
-	err = f ? 0 : text ? -errno : -ENOMEM;
-	errno = 0;
-	if (f && fputs(text, f) < 0)
-		err = errno ? -errno : -EIO;
-	/* most write errors (a full disk) show only here, when the buffer goes out */
-	if (f && fclose(f) && !err)
-		err = errno ? -errno : -EIO;
+	err = text ? record_put(path, text) : -ENOMEM;
 	json_object_put(doc);
 	return err;
 }
 
 /*
- * Whether --record can be written, asked before the run rather than found after it. A file
- * that is there must be writable (a FIFO is not opened: that would wait for a reader); one
- * that is not is created and removed again (O_EXCL: a dangling symlink is left to the end).
+ * Whether --record can be written, asked before the run rather than found after it: for a
+ * regular file or a new one, the temporary file beside it (record_put) is made and removed
+ * again. Anything else that is there must be writable (a FIFO is not opened: that would wait
+ * for a reader); a dangling symlink is left to the end.
  */
 static int record_check(const char *path)
 {
+	char tmp[4096];
 	struct stat st;
+	bool exists;
 	int fd;
 
-	if (!stat(path, &st)) {
-		if (!access(path, W_OK))
-			return 0;
-	} else if (errno == ENOENT) {
-		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		if (fd >= 0) {
-			close(fd);
-			unlink(path);
-			return 0;
-		}
-		if (errno == EEXIST)
-			return 0;
+	exists = !lstat(path, &st);
+	if (!exists && errno != ENOENT)
+		goto fail;
+	if (!exists || S_ISREG(st.st_mode)) {
+		if (record_tmp(path, tmp, sizeof(tmp)))
+			goto fail;
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd < 0)
+			goto fail;
+		close(fd);
+		unlink(tmp);
+		return 0;
 	}
+	if (!stat(path, &st) ? !access(path, W_OK) : errno == ENOENT)
+		return 0;
+fail:
 	fprintf(stderr, "plumb diagnose: --record %s: %s\n", path, strerror(errno));
 	return -1;
 }

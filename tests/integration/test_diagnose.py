@@ -17,6 +17,7 @@ its observation window started.
 
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -135,11 +136,14 @@ def diagnose(*target, inject=None):
             pace.stop()
         with open(record) as f:
             series = f.read()
+        mode = os.stat(record).st_mode & 0o777
         os.unlink(record)
     if t1 is not None:
         t2, s2 = time.monotonic(), steal_seconds()
         steal_rates = ((s1 - s0) / max(t1 - t0, 1e-3), (s2 - s1) / max(t2 - t1, 1e-3))
     assert p.returncode == 0, f"diagnose {target}: exit {p.returncode}: {''.join(seen)}{err}"
+    # mkstemp made the file 0600: the recording replaced it, keeping its mode
+    assert mode == 0o600, f"--record: the recording is mode {mode:o}, the file was 600"
     report = json.loads(out)
     report["recorded"] = json.loads(series)["series"] if series else []
     begin, end = report["window_monotonic_s"]
@@ -429,8 +433,8 @@ def test_epoll_files(cleanup):
 
 def test_errors():
     """A PID that does not exist (or a zombie), or a --record that cannot be written: exit 1
-    and one line, before the run (a write that fails at its end: after the report); a bad
-    option: exit 2."""
+    and one line, before the run (a write that fails at its end: after the report, the file
+    it would have replaced left as it was); a bad option: exit 2."""
     r = subprocess.run([PLUMB, "diagnose", "--pid", "4194000"], capture_output=True, text=True)
     assert r.returncode == 1 and r.stderr.strip() == \
         "plumb diagnose: no process with pid 4194000", (r.returncode, r.stderr)
@@ -463,6 +467,28 @@ def test_errors():
     assert r.returncode == 1 and r.stderr.strip() == "plumb diagnose: cannot write --record " \
         "/dev/full: No space left on device", (r.returncode, r.stderr)
     assert json.loads(r.stdout)["intervals"] >= 3, r.stdout
+    # ... and leaves an earlier recording as it was: written under RLIMIT_FSIZE 100 (the
+    # recording is ~360 bytes; in place, the earlier one was truncated and 100 bytes of the
+    # new one left in its stead, a corrupt baseline)
+    d = tempfile.mkdtemp(prefix="plumb-diag-record-")
+    try:
+        old, text = os.path.join(d, "baseline.json"), '{"version": 1, "series": []}'
+        with open(old, "w") as f:
+            f.write(text)
+
+        def limit():
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a core dump
+            resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+        r = subprocess.run([PLUMB, "diagnose", "--pid", str(os.getpid()), "--duration", "6s",
+                            "--baseline-duration", "3s", "--record", old, "--json"],
+                           capture_output=True, text=True, timeout=30, preexec_fn=limit)
+        assert r.returncode == 1 and r.stderr.strip() == "plumb diagnose: cannot write " \
+            f"--record {old}: File too large", (r.returncode, r.stderr)
+        with open(old) as f:
+            assert f.read() == text, "the earlier recording was changed"
+        assert os.listdir(d) == ["baseline.json"], os.listdir(d)
+    finally:
+        shutil.rmtree(d)
 
 
 def test_partial(cleanup):
