@@ -58,6 +58,12 @@ def within(got, want, rel, what, floor=0.0, after=0.0, before=0.0):
         f"{what}: {got:.4f} s, expected {want:.4f} s ({(got - want) / want:+.2%})"
 
 
+def unclosed(m):
+    """Host-wide: episodes recovered after a switch-in that closed nothing, and lost."""
+    return (value(m, "plumb_sched_episodes_recovered_total"),
+            value(m, "plumb_events_lost_total", module="sched", reason="wakeup_unseen"))
+
+
 def got(m, cg):
     return {k: value(m, name, cgroup=cg) for k, name in METRICS.items()}
 
@@ -66,10 +72,15 @@ def test_accuracy(agent, cleanup):
     """Each kind of time, against the thread's own CPU clock and schedstat and known durations."""
     cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/sched")
     steal0 = steal_seconds()
+    unclosed0 = unclosed(agent.metrics())
     w = run_in(cg_dir, f"sleep:{SLEEP_MS}", f"spin:{SPIN_MS}", f"vfork:{VFORK_MS}")
     # the worker and its child have exited: one scrape holds their exit records (waiting
     # for a count to come near its truth once took a read from inside the vfork, 2% short)
-    g = got(agent.metrics(), cg)
+    m = agent.metrics()
+    g = got(m, cg)
+    # host-wide, for a miss's message: episodes whose switch-in closed nothing, recovered
+    # and lost (a block 4.44% short in a 6.12 guest, 2026-12-06, was not explained)
+    recovered, lost = (b - a for a, b in zip(unclosed0, unclosed(m)))
     # the kernel's own counts, read at exit: the ones the worker and its vfork child read of
     # themselves at their ends (the agent's also hold their exits after those reads)
     # (what the worker ran before its move is charged to the cgroup it left when the agent
@@ -89,7 +100,8 @@ def test_accuracy(agent, cleanup):
     vfork_steal = w["vfork_steal"] + 1 / os.sysconf("SC_CLK_TCK") if g["steal"] > 0 else 0
     within(g["block"], w["vfork_wall"] - w["vfork_cpu"] + w["move_block"], 0.02,
            f"block (the vfork parent's wait and the move's, {w['move_block']:.4f} s; host "
-           f"steal in the vfork {w['vfork_steal']:.3f} s)", after=AFTER, before=vfork_steal)
+           f"steal in the vfork {w['vfork_steal']:.3f} s; host-wide episodes recovered "
+           f"{recovered:.0f}, lost {lost:.0f})", after=AFTER, before=vfork_steal)
     assert g["iowait"] < 0.002, f"iowait {g['iowait']:.4f} s without any I/O"
     # every moment of each thread's life is in exactly one kind (iowait is inside block): the
     # worker's from main on (plus what it ran before main), its child's the vfork wait
