@@ -561,7 +561,7 @@ static __always_inline void off_add(__u64 *ns, __u32 kind, __u64 d)
  * enqueue, from its sched_info (last arrival less the run delay added since it blocked), when
  * it arrived exactly once since; 0 when that is not known.
  */
-static __always_inline __u64 episode_woke(struct task_struct *p, struct sched_thread *t)
+static __always_inline __u64 episode_woke(struct task_struct *p, struct sched_thread *t, __u64 off)
 {
 	__u64 arrival, delay, woke;
 
@@ -573,16 +573,30 @@ static __always_inline __u64 episode_woke(struct task_struct *p, struct sched_th
 	if (arrival < delay)
 		return 0;
 	woke = arrival - delay;
-	return woke < t->off_ns ? 0 : woke;
+	return woke < off ? 0 : woke;
+}
+
+/*
+ * When a woken thread, still queued or arriving now, was enqueued by its wakeup: last_queued,
+ * less the run delay added since it blocked. That is 0 unless it was migrated while queued:
+ * the dequeue adds its wait so far to run_delay and the enqueue on the other CPU stamps
+ * last_queued again, and that wait is run delay, not part of the episode.
+ */
+static __always_inline __u64 wake_enqueue(__u64 queued, __u64 run_delay, struct sched_thread *t,
+					  __u64 off)
+{
+	__u64 moved = run_delay - t->off_delay;
+
+	return queued > moved && queued - moved >= off ? queued - moved : queued;
 }
 
 /*
  * The thread is switched again and its last episode is still open: the switch-in that
- * followed its wakeup closed nothing. A task-storage lookup refused because another storage
- * call was in progress on that CPU does that (as when an interrupt wakes a thread while the
- * agent's iterator is inside one: ~2 a second on an idle host with the earlier sched_wakeup
- * design); on 6.18 it is still seen, ~30 a minute on an idle host here (mostly kernel
- * threads), cause not found. Called at the thread's next blocking switch-out, and at its
+ * followed its wakeup closed nothing. Before 6.2 a task-storage lookup refused because
+ * another storage call was in progress on that CPU did that (as when an interrupt wakes a
+ * thread while the agent's iterator is inside one: ~2 a second on an idle host with the
+ * earlier sched_wakeup design); later kernels no longer refuse it, and on 6.18 it is still
+ * seen, ~30 a minute on an idle host here (mostly kernel threads), cause not found. Called at the thread's next blocking switch-out, and at its
  * next switch-in when it was preempted first: if it arrived on a CPU exactly once since it
  * blocked, the episode ends at that arrival's enqueue, as it would have at that switch-in
  * (counted as recovered): that moment is returned, for episode_close() (one inlined copy of
@@ -591,7 +605,7 @@ static __always_inline __u64 episode_woke(struct task_struct *p, struct sched_th
  */
 static __always_inline __u64 episode_recover(struct task_struct *p, struct sched_thread *t)
 {
-	__u64 woke = episode_woke(p, t);
+	__u64 woke = episode_woke(p, t, t->off_ns);
 
 	if (!woke) {
 		t->off_ns = 0;
@@ -621,7 +635,7 @@ static __always_inline void episode_close(struct sched_thread *t, __u64 now)
 }
 
 /*
- * Tests only (fault_miss_switch_in, set from PLUMB_FAULT_MISS_SWITCH_IN before load, off and
+ * Tests only (fault_miss_switch_in, set from PLUMB_TEST_MISS_SWITCH_IN before load, off and
  * compiled out otherwise): a thread named "miss-switch-in" has the first switch-in after each
  * of its blocks close nothing, as a refused storage lookup would (episode_recover).
  */
@@ -667,34 +681,42 @@ static __always_inline void switch_in(struct task_struct *next)
 				return;
 		} else if (fault_miss_switch_in && fault_thread(next)) {
 			return;
-		} else {
-			end = next->sched_info.last_queued;
+		} else if (next->sched_info.last_queued) {
+			end = wake_enqueue(next->sched_info.last_queued, next->sched_info.run_delay,
+					   t, t->off_ns);
 		}
 	}
 	episode_close(t, end ? end : task_rq_clock(next));
 }
 
 /*
- * Where a read counts a thread's open episode up to (0: none open, or its end is not known):
- * now while the thread is still off the CPU (on the clock of the CPU that reads, ours: updated
- * when we were scheduled, so at most a tick behind); its enqueue once it has been woken;
+ * Where a read counts a thread's open episode, begun at off (t->off_ns, read once: a switch
+ * on another CPU can zero it meanwhile), up to: 0 when that is not known; now while the
+ * thread is still off the CPU (on the clock of the CPU that reads, ours: updated when we
+ * were scheduled, so at most a tick behind); its wakeup's enqueue once it has been woken;
  * and, when it has been on a CPU since and that switch-in closed nothing, the enqueue that
  * episode_recover will find. Counted up to now, such an episode grew for as long as the
  * thread ran on, and user space keeps the highest count it read (a 6.18 CI run: a 0.1 s
- * pipe wait read as 0.7156 s while the thread spun).
+ * pipe wait read as 0.7156 s while the thread spun). Never past now.
  */
-static __always_inline __u64 open_end(struct task_struct *task, struct sched_thread *t, __u64 now)
+static __always_inline __u64 open_end(struct task_struct *task, struct sched_thread *t, __u64 off,
+				      __u64 now)
 {
-	__u64 queued;
+	__u64 end = now, queued;
 
-	if (!t->off_ns)
+	if (!off)
 		return 0;
-	if (!bpf_core_field_exists(task->sched_info))
-		return now;
-	if (BPF_CORE_READ(task, sched_info.pcount) != t->off_pcount)
-		return episode_woke(task, t);
-	queued = BPF_CORE_READ(task, sched_info.last_queued);
-	return queued && queued < now ? queued : now;
+	if (bpf_core_field_exists(task->sched_info)) {
+		queued = BPF_CORE_READ(task, sched_info.last_queued);
+		if (BPF_CORE_READ(task, sched_info.pcount) != t->off_pcount)
+			end = episode_woke(task, t, off);
+		else if (queued)
+			end = wake_enqueue(queued, BPF_CORE_READ(task, sched_info.run_delay), t,
+					   off);
+	}
+	if (end > now)
+		end = now;
+	return end > off ? end : 0;
 }
 
 /* A thread's counts so far: its open episode as open_end() says. */
@@ -749,17 +771,18 @@ static __always_inline bool remainder_when(struct task_struct *task, __u64 now, 
 static __always_inline void remainder_fill(struct sched_record *r, struct task_struct *task,
 					   struct sched_thread *t, __u64 now, bool final)
 {
-	__u64 when, run, rq, rest, used, end;
+	__u64 when, run, rq, rest, used, end, off;
 
 	if (!bpf_core_field_exists(task->sched_info) ||
 	    !remainder_when(task, now, final, &when, &run))
 		return;
 	rq = BPF_CORE_READ(task, sched_info.run_delay);
 	rest = t->ns[SCHED_BLOCK] + t->steal_ns;
-	end = open_end(task, t, when);
-	if (end > t->off_ns) {
-		off_add(r->off_ns, t->off_kind, end - t->off_ns);
-		rest += end - t->off_ns;
+	off = *(volatile __u64 *)&t->off_ns;
+	end = open_end(task, t, off, when);
+	if (end) {
+		off_add(r->off_ns, t->off_kind, end - off);
+		rest += end - off;
 	}
 	if (!t->base_ns) {
 		remainder_base(t, when, run, rq, rest);
@@ -777,7 +800,7 @@ static __always_inline void record_fill(struct sched_record *r, struct task_stru
 					bool final)
 {
 	struct sched_thread *t = bpf_task_storage_get(&sched_threads, task, NULL, 0);
-	__u64 now = task_rq_clock(bpf_get_current_task_btf()), end;
+	__u64 now = task_rq_clock(bpf_get_current_task_btf()), end, off;
 
 	r->tid = BPF_CORE_READ(task, pid);
 	r->pid = BPF_CORE_READ(task, tgid);
@@ -821,11 +844,12 @@ static __always_inline void record_fill(struct sched_record *r, struct task_stru
 		remainder_fill(r, task, t, now, final);
 		return;
 	}
-	end = open_end(task, t, now);
-	if (end > t->off_ns) {
-		off_add(r->off_ns, t->off_kind, end - t->off_ns);
+	off = *(volatile __u64 *)&t->off_ns;
+	end = open_end(task, t, off, now);
+	if (end) {
+		off_add(r->off_ns, t->off_kind, end - off);
 		if (t->open.kind < WAIT_KINDS)
-			r->wait_ns[t->open.kind] += end - t->off_ns;
+			r->wait_ns[t->open.kind] += end - off;
 	}
 }
 

@@ -27,9 +27,10 @@
  * wait has ended and the thread has not switched out since (no CFS thread preempts it).
  * With --miss the waiter is named "miss-switch-in", the thread whose switch-ins an agent
  * started with PLUMB_TEST_MISS_SWITCH_IN does not close (bpf/sched.bpf.c fault_thread());
- * without --spin it then shares CPU 0 with a spinning thread of the process (main runs on
- * CPU 1) and spins for MISS_SPIN_MS after each wait, long enough to be preempted before it
- * blocks again. The line:
+ * without --spin it then shares a CPU with a spinning thread of the process (main runs on
+ * another) and spins for MISS_SPIN_MS after each wait, long enough to be preempted before it
+ * blocks again; its blocked time then leaves out its run delay in each wait (schedstat), the
+ * time its wakeup waited for the CPU the spinning thread held. The line:
  *   tid=<waiter> pid=<process> blocked=<ns in the blocking calls> rounds=<ROUNDS>
  *   ino=<inode of the resource: pipe read end, server socket, memfd; 0 for futex>
  *   peer=<inode of the socket at the other end (socket, unix); 0 otherwise>
@@ -90,14 +91,42 @@ static void spin_for(uint64_t ns)
 		;
 }
 
-static void pin(int cpu)
+/* The n-th CPU the process may run on (--miss: 0 for the waiter, 1 for main), or -1. */
+static int allowed_cpu(int n)
 {
+	static cpu_set_t set;
+	static bool read;
+
+	if (!read && sched_getaffinity(0, sizeof(set), &set))
+		die("sched_getaffinity");
+	read = true;
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &set) && n-- == 0)
+			return cpu;
+	return -1;
+}
+
+static void pin(int n)
+{
+	int cpu = allowed_cpu(n);
 	cpu_set_t set;
 
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof(set), &set))
+	if (cpu < 0 || sched_setaffinity(0, sizeof(set), &set))
 		die("sched_setaffinity");
+}
+
+/* The calling thread's run delay so far (schedstat's second field), ns. */
+static uint64_t run_delay_ns(void)
+{
+	unsigned long long run, delay = 0;
+	FILE *f = fopen("/proc/thread-self/schedstat", "re");
+
+	if (!f || fscanf(f, "%llu %llu", &run, &delay) != 2)
+		die("/proc/thread-self/schedstat");
+	fclose(f);
+	return delay;
 }
 
 /* --miss without --spin: keeps CPU 0 busy, without waiting, until the waiter is done */
@@ -173,15 +202,19 @@ static void *waiter(void *arg)
 			die("SCHED_FIFO");
 	}
 	for (int i = 0; i < rounds; i++) {
-		uint64_t t0;
+		uint64_t t0, delay0 = 0;
 
 		while (released < i) /* main has not started this round's sleep yet */
 			sched_yield();
+		if (miss && !spin)
+			delay0 = run_delay_ns();
 		t0 = now_ns();
 		wait_once(i);
 		blocked_ns += now_ns() - t0;
-		if (miss && !spin)
+		if (miss && !spin) {
+			blocked_ns -= run_delay_ns() - delay0;
 			spin_for(MISS_SPIN_MS * 1000000ull);
+		}
 	}
 	done = 1;
 	if (spin)
@@ -301,7 +334,7 @@ int main(int argc, char **argv)
 	rounds = atoi(argv[3]);
 	setup();
 	if (miss && !spin) {
-		if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		if (allowed_cpu(1) < 0) {
 			fprintf(stderr, "waitwork: --miss needs two CPUs\n");
 			_exit(2);
 		}
