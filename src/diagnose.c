@@ -1147,20 +1147,70 @@ static int put_close(FILE *f, const char *text)
 	return err;
 }
 
-/* The temporary name a recording is written under before it replaces path. */
+/*
+ * The temporary file beside path that a recording is written to before it replaces path,
+ * made with a name of its own (a run killed midway leaves one behind: it must not stop the
+ * next); its name in tmp. An fd, or -1 with errno.
+ */
 static int record_tmp(const char *path, char *tmp, size_t size)
 {
-	if (snprintf(tmp, size, "%s.plumb-%d.tmp", path, (int)getpid()) < (int)size)
-		return 0;
-	errno = ENAMETOOLONG;
-	return -1;
+	if (snprintf(tmp, size, "%s.plumb-XXXXXX", path) >= (int)size) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return mkostemp(tmp, O_CLOEXEC);
+}
+
+/* The process's umask, read without changing it (umask(2) would, for every thread). */
+static mode_t current_umask(void)
+{
+	unsigned int mask = 022;
+	char line[128];
+	FILE *f = fopen("/proc/self/status", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Umask: %o", &mask) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return mask;
+}
+
+/*
+ * text into the temporary file fd, which takes the mode and owner of the file it replaces
+ * (st), or a new file's mode (0666 less the umask, as fopen would make it); flushed to the
+ * disk before it is renamed over the file. 0 or -errno; fd is closed.
+ */
+static int record_fill(int fd, const struct stat *st, const char *text)
+{
+	mode_t mode = st ? st->st_mode & 07777 : 0666 & ~current_umask();
+	FILE *f;
+	int err;
+
+	if (st && fchown(fd, st->st_uid, st->st_gid)) /* not ours to give (not root): ours */
+		errno = 0;
+	f = fchmod(fd, mode) ? NULL : fdopen(fd, "w");
+	if (!f) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	errno = 0;
+	if (fputs(text, f) < 0 || fflush(f) || fsync(fileno(f))) {
+		err = errno ? -errno : -EIO;
+		fclose(f);
+		return err;
+	}
+	return fclose(f) ? (errno ? -errno : -EIO) : 0;
 }
 
 /*
  * A recording replaces a regular file (or makes a new one) whole or not at all: it is written
  * beside it under a temporary name, which is renamed over it once complete, so that a write
  * that fails (a full disk) leaves an earlier recording, perhaps the baseline of later runs, as
- * it was. Anything else (a device, a FIFO, a symlink) is written in place.
+ * it was. Where that cannot be done (a directory that is not writable, a file bind-mounted
+ * into a container: rename's EBUSY) it is written in place, as anything else is (a device, a
+ * FIFO, a symlink).
  */
 static int record_put(const char *path, const char *text)
 {
@@ -1171,28 +1221,21 @@ static int record_put(const char *path, const char *text)
 	int fd, err;
 
 	exists = !lstat(path, &st);
-	if (exists ? !S_ISREG(st.st_mode) : errno != ENOENT) {
-		f = fopen(path, "we");
-		return f ? put_close(f, text) : -errno;
+	if (exists ? S_ISREG(st.st_mode) : errno == ENOENT) {
+		fd = record_tmp(path, tmp, sizeof(tmp));
+		if (fd >= 0) {
+			err = record_fill(fd, exists ? &st : NULL, text);
+			if (!err && !rename(tmp, path))
+				return 0;
+			err = err ? err : -errno;
+			unlink(tmp);
+			if (err != -EBUSY && err != -EXDEV && err != -EPERM && err != -EACCES &&
+			    err != -EROFS)
+				return err; /* the write failed: the file is left as it was */
+		}
 	}
-	if (record_tmp(path, tmp, sizeof(tmp)))
-		return -errno;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	/* the mode it had, not the umask's */
-	f = exists && fchmod(fd, st.st_mode & 07777) ? NULL : fdopen(fd, "w");
-	if (f) {
-		err = put_close(f, text);
-	} else {
-		err = -errno;
-		close(fd);
-	}
-	if (!err && rename(tmp, path))
-		err = -errno;
-	if (err)
-		unlink(tmp);
-	return err;
+	f = fopen(path, "we");
+	return f ? put_close(f, text) : -errno;
 }
 
 static int record_write(struct diag *d, const char *path)
@@ -1225,8 +1268,9 @@ static int record_write(struct diag *d, const char *path)
 /*
  * Whether --record can be written, asked before the run rather than found after it: for a
  * regular file or a new one, the temporary file beside it (record_put) is made and removed
- * again. Anything else that is there must be writable (a FIFO is not opened: that would wait
- * for a reader); a dangling symlink is left to the end.
+ * again. A file that is there and cannot be replaced so, or is not a regular file, must be
+ * writable (a FIFO is not opened: that would wait for a reader); a dangling symlink is left
+ * to the end.
  */
 static int record_check(const char *path)
 {
@@ -1239,14 +1283,14 @@ static int record_check(const char *path)
 	if (!exists && errno != ENOENT)
 		goto fail;
 	if (!exists || S_ISREG(st.st_mode)) {
-		if (record_tmp(path, tmp, sizeof(tmp)))
+		fd = record_tmp(path, tmp, sizeof(tmp));
+		if (fd >= 0) {
+			close(fd);
+			unlink(tmp);
+			return 0;
+		}
+		if (!exists)
 			goto fail;
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		if (fd < 0)
-			goto fail;
-		close(fd);
-		unlink(tmp);
-		return 0;
 	}
 	if (!stat(path, &st) ? !access(path, W_OK) : errno == ENOENT)
 		return 0;

@@ -467,6 +467,7 @@ def test_errors():
     assert r.returncode == 1 and r.stderr.strip() == "plumb diagnose: cannot write --record " \
         "/dev/full: No space left on device", (r.returncode, r.stderr)
     assert json.loads(r.stdout)["intervals"] >= 3, r.stdout
+    SHORT = ("--duration", "3s", "--interval", "500ms", "--baseline-duration", "1500ms")
     # ... and leaves an earlier recording as it was: written under RLIMIT_FSIZE 100 (the
     # recording is ~360 bytes; in place, the earlier one was truncated and 100 bytes of the
     # new one left in its stead, a corrupt baseline)
@@ -479,14 +480,30 @@ def test_errors():
         def limit():
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a core dump
             resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
-        r = subprocess.run([PLUMB, "diagnose", "--pid", str(os.getpid()), "--duration", "6s",
-                            "--baseline-duration", "3s", "--record", old, "--json"],
-                           capture_output=True, text=True, timeout=30, preexec_fn=limit)
+        r = subprocess.run([PLUMB, "diagnose", "--pid", str(os.getpid()), *SHORT, "--record",
+                            old, "--json"], capture_output=True, text=True, timeout=30,
+                           preexec_fn=limit)
         assert r.returncode == 1 and r.stderr.strip() == "plumb diagnose: cannot write " \
             f"--record {old}: File too large", (r.returncode, r.stderr)
         with open(old) as f:
             assert f.read() == text, "the earlier recording was changed"
         assert os.listdir(d) == ["baseline.json"], os.listdir(d)
+        # a file bind-mounted over (a container's volume): rename cannot replace it (EBUSY),
+        # so it is written in place, whole
+        target = os.path.join(d, "mounted.json")
+        with open(target, "w") as f:
+            f.write(text)
+        subprocess.run(["mount", "--bind", old, target], check=True)
+        try:
+            r = subprocess.run([PLUMB, "diagnose", "--pid", str(os.getpid()), *SHORT,
+                                "--record", target], capture_output=True, text=True, timeout=30)
+            with open(target) as f:
+                recorded = f.read()
+        finally:
+            subprocess.run(["umount", target])
+        assert r.returncode == 0, (r.returncode, r.stderr)
+        assert "series" in json.loads(recorded), recorded[:200]
+        assert sorted(os.listdir(d)) == ["baseline.json", "mounted.json"], os.listdir(d)
     finally:
         shutil.rmtree(d)
 
