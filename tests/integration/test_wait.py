@@ -34,13 +34,14 @@ class Work:
     with spin, spins first)."""
 
     def __init__(self, cleanup, cgroup_dir, kind, rounds=ROUNDS, spin=False, miss=False,
-                 ms=MS):
+                 ms=MS, migrate=False):
         with open(WAITWORK, "rb") as f:  # read before the exec: see test_sched.run_in
             while f.read(1 << 20):
                 pass
         self.proc = subprocess.Popen([WAITWORK, "--cgroup", cgroup_dir,
                                       *(["--spin"] if spin else []),
-                                      *(["--miss"] if miss else []), kind, str(ms),
+                                      *(["--miss"] if miss else []),
+                                      *(["--migrate"] if migrate else []), kind, str(ms),
                                       str(rounds)], stdout=subprocess.PIPE, text=True)
         cleanup.add(self.stop)
         line = self.proc.stdout.readline()
@@ -92,21 +93,24 @@ def switches(tid):
         return tuple(int(line.split()[1]) for line in f if "ctxt_switches" in line)
 
 
-def check_kind(agent, cleanup, kind, rounds=ROUNDS, spin=False, miss=False, ms=MS):
+def check_kind(agent, cleanup, kind, rounds=ROUNDS, spin=False, miss=False, ms=MS,
+               migrate=False):
     """One resource of `kind`: the workload's totals and the thread's entry for the resource.
     With spin, the waiter spins after its last wait: read before it switches out again, that
     wait must be whole in the counts all the same (it is closed at its switch-in, dated at its
     wakeup; a design that closed it at the next switch-out would have to date it at the read).
     With miss (an agent started with PLUMB_TEST_MISS_SWITCH_IN), the switch-in after each
-    wait closes nothing: each one must be recovered, exact, at the waiter's next switch."""
+    wait closes nothing: each one must be recovered, exact, at the waiter's next switch.
+    With migrate, each wakeup is migrated while queued (20 ms behind a SCHED_FIFO thread):
+    the wait ends at its wakeup's enqueue, not at the enqueue on the other CPU."""
     metric_kind = {"futex-shared": "futex", "unix": "socket"}.get(kind, kind)
     m = agent.metrics()
     unresolved0 = value(m, "plumb_events_lost_total", module="wait",
                         reason="futex_key_unresolved")
     recovered0 = value(m, "plumb_sched_episodes_recovered_total")
     cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/wait-{kind}{'-spin' * spin}"
-                             f"{'-miss' * miss}")
-    work = Work(cleanup, cg_dir, kind, rounds, spin, miss, ms)
+                             f"{'-miss' * miss}{'-migrate' * migrate}")
+    work = Work(cleanup, cg_dir, kind, rounds, spin, miss, ms, migrate)
     w = work.w
     before = switches(w["tid"])
     m = settle(agent, lambda m: kinds_of(m, cg)[1][metric_kind] >= rounds, timeout=10)
@@ -291,6 +295,8 @@ def main():
         for kind, rounds in (("pipe", 1), ("futex", ROUNDS)):
             runner.run(f"wait: {rounds} {kind} wait(s) read while the thread runs on, exact",
                        check_kind, agent, cleanup, kind, rounds, True)
+        runner.run("wait: wakeups migrated while queued, exact", check_kind, agent, cleanup,
+                   "pipe", ROUNDS, False, False, MS, True)
         runner.run("wait: alone, sharing nothing", test_one_program, cleanup)
         runner.run("wait: switch-ins that close nothing: each wait recovered, exact",
                    test_missed_switch_in, cleanup)

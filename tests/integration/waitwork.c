@@ -2,7 +2,7 @@
 /*
  * Two threads and a wait of known length: the wait tests' ground truth. Built static.
  *
- *   waitwork [--cgroup DIR] [--spin] [--miss] KIND MS ROUNDS
+ *   waitwork [--cgroup DIR] [--spin] [--miss] [--migrate] KIND MS ROUNDS
  *
  * A waiter thread blocks ROUNDS times on one resource of KIND; each time the main thread
  * sleeps MS (nanosleep: a sleep, no wait kind) and then releases it without blocking itself.
@@ -30,7 +30,11 @@
  * without --spin it then shares a CPU with a spinning thread of the process (main runs on
  * another) and spins for MISS_SPIN_MS after each wait, long enough to be preempted before it
  * blocks again; its blocked time then leaves out its run delay in each wait (schedstat), the
- * time its wakeup waited for the CPU the spinning thread held. The line:
+ * time its wakeup waited for the CPU the spinning thread held. With --migrate each wakeup is
+ * migrated while it is queued: the waiter blocks on the first CPU the process may use, a
+ * SCHED_FIFO thread then holds that CPU, main (on the second) releases the waiter, waits
+ * MIGRATE_QUEUED_MS and moves the waiter to its own CPU, where it runs; the waiter's blocked
+ * time leaves out its run delay, as with --miss. The line:
  *   tid=<waiter> pid=<process> blocked=<ns in the blocking calls> rounds=<ROUNDS>
  *   ino=<inode of the resource: pipe read end, server socket, memfd; 0 for futex>
  *   peer=<inode of the socket at the other end (socket, unix); 0 otherwise>
@@ -65,9 +69,11 @@ static uint32_t *word; /* the futex word */
 static volatile int released, done; /* rounds released by main; the waiter finished */
 static volatile pid_t waiter_tid;
 static uint64_t blocked_ns;
-static bool spin, miss;
-#define SPIN_MS	     700
-#define MISS_SPIN_MS 20
+static bool spin, miss, migrate;
+static volatile int hog_go, hog_spinning; /* --migrate: main asks, the hog says */
+#define SPIN_MS		  700
+#define MISS_SPIN_MS	  20
+#define MIGRATE_QUEUED_MS 20
 
 static uint64_t now_ns(void)
 {
@@ -156,6 +162,31 @@ static int futex_op(int op)
 	return strcmp(kind, "futex-shared") ? op | FUTEX_PRIVATE_FLAG : op;
 }
 
+/*
+ * --migrate: holds the waiter's CPU (SCHED_FIFO, so that the waiter's wakeup stays queued)
+ * while main asks, polling with short sleeps (no wait kind) otherwise.
+ */
+static void *hog(void *arg)
+{
+	struct sched_param sp = { .sched_priority = 1 };
+	struct timespec nap = { 0, 200000 };
+
+	(void)arg;
+	pin(0);
+	errno = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+	if (errno)
+		die("SCHED_FIFO");
+	for (;;) {
+		while (!hog_go)
+			clock_nanosleep(CLOCK_MONOTONIC, 0, &nap, NULL);
+		hog_spinning = 1;
+		while (hog_go)
+			;
+		hog_spinning = 0;
+	}
+	return NULL;
+}
+
 /* One blocking call on the resource; returns when main released it. */
 static void wait_once(int round)
 {
@@ -204,17 +235,19 @@ static void *waiter(void *arg)
 	for (int i = 0; i < rounds; i++) {
 		uint64_t t0, delay0 = 0;
 
+		if (migrate)
+			pin(0); /* back from main's CPU */
 		while (released < i) /* main has not started this round's sleep yet */
 			sched_yield();
-		if (miss && !spin)
+		if ((miss && !spin) || migrate)
 			delay0 = run_delay_ns();
 		t0 = now_ns();
 		wait_once(i);
 		blocked_ns += now_ns() - t0;
-		if (miss && !spin) {
+		if ((miss && !spin) || migrate)
 			blocked_ns -= run_delay_ns() - delay0;
+		if (miss && !spin)
 			spin_for(MISS_SPIN_MS * 1000000ull);
-		}
 	}
 	done = 1;
 	if (spin)
@@ -324,22 +357,27 @@ int main(int argc, char **argv)
 		argv++;
 		argc--;
 	}
+	if (argc > 1 && !strcmp(argv[1], "--migrate")) {
+		migrate = true;
+		argv++;
+		argc--;
+	}
 	if (argc != 4) {
-		fprintf(stderr,
-			"usage: waitwork [--cgroup DIR] [--spin] [--miss] KIND MS ROUNDS\n");
+		fprintf(stderr, "usage: waitwork [--cgroup DIR] [--spin] [--miss] [--migrate] KIND "
+				"MS ROUNDS\n");
 		return 2;
 	}
 	kind = argv[1];
 	ms = atol(argv[2]);
 	rounds = atoi(argv[3]);
 	setup();
-	if (miss && !spin) {
+	if ((miss && !spin) || migrate) {
 		if (allowed_cpu(1) < 0) {
-			fprintf(stderr, "waitwork: --miss needs two CPUs\n");
+			fprintf(stderr, "waitwork: --miss and --migrate need two CPUs\n");
 			_exit(2);
 		}
 		pin(1);
-		if (pthread_create(&t, NULL, partner, NULL))
+		if (pthread_create(&t, NULL, migrate ? hog : partner, NULL))
 			die("pthread_create");
 	}
 	if (pthread_create(&t, NULL, waiter, NULL))
@@ -349,6 +387,22 @@ int main(int argc, char **argv)
 	for (int i = 0; i < rounds; i++) {
 		released = i; /* the waiter may start round i */
 		clock_nanosleep(CLOCK_MONOTONIC, 0, &d, NULL);
+		if (migrate) {
+			struct timespec q = { 0, MIGRATE_QUEUED_MS * 1000000L };
+			cpu_set_t set;
+
+			hog_go = 1;
+			while (!hog_spinning)
+				sched_yield();
+			release(i); /* the waiter's wakeup queues behind the hog */
+			clock_nanosleep(CLOCK_MONOTONIC, 0, &q, NULL);
+			CPU_ZERO(&set);
+			CPU_SET(allowed_cpu(1), &set);
+			if (sched_setaffinity(waiter_tid, sizeof(set), &set))
+				die("sched_setaffinity waiter");
+			hog_go = 0;
+			continue;
+		}
 		release(i);
 	}
 	while (!done)
