@@ -180,21 +180,28 @@ struct syscall_exit_ctx {
 #define SYSCALL_ARG1(regs) ((regs)->di)
 #define SYSCALL_ARG2(regs) ((regs)->si)
 #define SYSCALL_ARG3(regs) ((regs)->dx)
+#define SYSCALL_ARG4(regs) ((regs)->r10)
 #elif defined(__TARGET_ARCH_arm64)
 /* arm64 keeps the first argument in orig_x0: x0 is overwritten by the return value. */
 #define SYSCALL_ARG1(regs) ((regs)->orig_x0)
 #define SYSCALL_ARG2(regs) ((regs)->regs[1])
 #define SYSCALL_ARG3(regs) ((regs)->regs[2])
+#define SYSCALL_ARG4(regs) ((regs)->regs[3])
 #else
 #error "plumb io: unsupported architecture"
 #endif
 
-static __always_inline void count_lost(__u32 reason)
+static __always_inline void count_lost_n(__u32 reason, __u64 count)
 {
 	__u64 *n = bpf_map_lookup_elem(&io_lost, &reason);
 
 	if (n)
-		*n += 1;
+		*n += count;
+}
+
+static __always_inline void count_lost(__u32 reason)
+{
+	count_lost_n(reason, 1);
 }
 
 static __always_inline struct io_stats *stats_for(__u64 cgroup_id, __u32 mnt_id)
@@ -468,6 +475,107 @@ static __always_inline int rw_exit(struct syscall_exit_ctx *ctx, int dir)
 	return 0;
 }
 
+/* One completed read or write that no syscall of the io module saw (AIO, io_uring). */
+static __always_inline void count_completion(struct task_struct *task, struct file *file, int dir,
+					     long res)
+{
+	struct io_stats *s;
+
+	if (!counted_file(file))
+		return;
+	s = stats_for(task_cgroup_id(task), vfsmount_id(file_mnt(file)));
+	if (!s)
+		return;
+	s->calls[dir]++;
+	if (res < 0)
+		s->errors[dir]++;
+	else
+		s->bytes[dir] += res;
+}
+
+/*
+ * Linux AIO (io_submit): the data moves in no read or write syscall, and each result
+ * reaches the process through io_getevents() or io_pgetevents() (libaio's io_getevents()
+ * makes the syscall unless it polls an empty ring with a zero timeout). At their exit each
+ * returned event names its iocb (obj: the process's own memory, in flight until the process
+ * reads the events), whose opcode and fd the program reads from there; res is the bytes moved
+ * or -errno. It counts as a read or write call on the file that fd holds now, charged to the
+ * reaping thread's cgroup (an AIO context belongs to one process); it is not timed (latency
+ * is a syscall's). include/uapi/linux/aio_abi.h, little-endian: opcode and fd at offset 16.
+ */
+#define IOCB_CMD_PREAD	 0
+#define IOCB_CMD_PWRITE	 1
+#define IOCB_CMD_PREADV	 7
+#define IOCB_CMD_PWRITEV 8
+#define IOCB_CMD_OFFSET	 16
+/* events past this many in one call are counted as lost: fs.aio-max-nr (65536) bounds a ring */
+#define AIO_EVENTS_MAX (1 << 20)
+
+struct aio_event {
+	__u64 data;
+	__u64 obj;
+	__s64 res;
+	__s64 res2;
+};
+
+struct aio_cmd {
+	__u16 opcode;
+	__s16 reqprio;
+	__u32 fd;
+};
+
+/* bpf_loop()'s context: a pointer to the stack */
+struct aio_reaped {
+	__u64 events; /* the io_event array, in the process's memory */
+};
+
+static long aio_event_count(__u32 i, void *ctx)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct aio_event *events = (void *)((struct aio_reaped *)ctx)->events;
+	struct aio_event ev;
+	struct aio_cmd cmd;
+	struct file *file;
+	int dir;
+
+	if (bpf_probe_read_user(&ev, sizeof(ev), events + i) ||
+	    bpf_probe_read_user(&cmd, sizeof(cmd), (void *)(ev.obj + IOCB_CMD_OFFSET))) {
+		count_lost(IO_LOST_AIO_UNREADABLE);
+		return 0;
+	}
+	if (cmd.opcode == IOCB_CMD_PREAD || cmd.opcode == IOCB_CMD_PREADV)
+		dir = IO_READ;
+	else if (cmd.opcode == IOCB_CMD_PWRITE || cmd.opcode == IOCB_CMD_PWRITEV)
+		dir = IO_WRITE;
+	else
+		return 0; /* fsync, poll, noop */
+	file = fd_to_file(task, (int)cmd.fd);
+	if (!file) {
+		count_lost(IO_LOST_AIO_FD_CLOSED); /* closed since io_submit: no mount to name */
+		return 0;
+	}
+	count_completion(task, file, dir, ev.res);
+	return 0;
+}
+
+static __always_inline int aio_reap(struct syscall_exit_ctx *ctx)
+{
+	struct aio_reaped r;
+	struct pt_regs *regs;
+	long n = ctx->ret;
+
+	if (args_at_enter || n <= 0)
+		return 0;
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	r.events = SYSCALL_ARG4(regs);
+	if (n > AIO_EVENTS_MAX) {
+		count_lost_n(IO_LOST_AIO_UNREADABLE, n - AIO_EVENTS_MAX);
+		n = AIO_EVENTS_MAX;
+	}
+	bpf_loop(n, aio_event_count, &r, 0);
+	return 0;
+}
+
 /* The mount where a path lookup starts: root for absolute paths, else dirfd or the cwd. */
 static __always_inline int lookup_start(struct task_struct *task, long dirfd, char first,
 					struct vfsmount **mnt, struct dentry **dentry)
@@ -672,6 +780,92 @@ RW_PROGS(writev, IO_WRITE)
 RW_PROGS(pwrite64, IO_WRITE)
 RW_PROGS(pwritev, IO_WRITE)
 RW_PROGS(pwritev2, IO_WRITE)
+
+/* Linux AIO's completions (aio_reap); user space leaves them off without task_pt_regs. */
+SEC("tracepoint/syscalls/sys_exit_io_getevents")
+int exit_io_getevents(struct syscall_exit_ctx *ctx)
+{
+	if (!gate_open())
+		return 0;
+	return aio_reap(ctx);
+}
+
+SEC("tracepoint/syscalls/sys_exit_io_pgetevents")
+int exit_io_pgetevents(struct syscall_exit_ctx *ctx)
+{
+	if (!gate_open())
+		return 0;
+	return aio_reap(ctx);
+}
+
+/*
+ * io_uring: its reads and writes run in no syscall of their own, and each posts a completion
+ * (CQE); io_uring_complete fires as the CQE is filled, with the request (NULL for an
+ * auxiliary CQE, which has no file). The request still holds its file then (put when the
+ * request is freed, after). It counts on that file's mount, charged to the cgroup of the
+ * thread posting it: the submitter (task work, polling), or one of its process's io-wq or
+ * SQPOLL threads. Not timed. The tracepoint's arguments after the request changed in 6.3
+ * (the CQE instead of its fields); the request's result is req->cqe.res on both.
+ * Opcodes: include/uapi/linux/io_uring.h, stable.
+ */
+enum uring_rw_op {
+	URING_READV = 1,
+	URING_WRITEV = 2,
+	URING_READ_FIXED = 4,
+	URING_WRITE_FIXED = 5,
+	URING_READ = 22,
+	URING_WRITE = 23,
+	URING_READV_FIXED = 60,
+	URING_WRITEV_FIXED = 61,
+};
+
+SEC("tp_btf/io_uring_complete")
+int BPF_PROG(uring_complete, void *ring, void *req)
+{
+	struct io_kiocb *r;
+	struct file *file;
+	int dir, res;
+	__u8 op;
+
+	if (!req || !gate_open())
+		return 0;
+	if (bpf_ksym_exists(bpf_rdonly_cast)) {
+		r = bpf_rdonly_cast(req, bpf_core_type_id_kernel(struct io_kiocb));
+		op = r->opcode;
+	} else {
+		r = req;
+		op = BPF_CORE_READ(r, opcode);
+	}
+	switch (op) {
+	case URING_READ:
+	case URING_READV:
+	case URING_READ_FIXED:
+	case URING_READV_FIXED:
+		dir = IO_READ;
+		break;
+	case URING_WRITE:
+	case URING_WRITEV:
+	case URING_WRITE_FIXED:
+	case URING_WRITEV_FIXED:
+		dir = IO_WRITE;
+		break;
+	default:
+		return 0;
+	}
+	if (bpf_ksym_exists(bpf_rdonly_cast)) {
+		file = r->file;
+		res = r->cqe.res;
+	} else {
+		file = BPF_CORE_READ(r, file);
+		res = BPF_CORE_READ(r, cqe.res);
+	}
+	if (!file) {
+		count_lost(IO_LOST_URING_NO_FILE);
+		return 0;
+	}
+	count_completion(bpf_get_current_task_btf(), file, dir, res);
+	return 0;
+}
 
 /*
  * Opens and path operations: the exit does the work; the enter program exists only for the

@@ -32,6 +32,9 @@ enum io_lost_reason {
 	IO_LOST_STATS_MAP_FULL = 0, /* io_stats had no room for a new (cgroup, mount) */
 	IO_LOST_PATH_RINGBUF_FULL, /* a path operation's event found the ring buffer full */
 	IO_LOST_ARGS_UNKNOWN, /* args_at_enter: a call that entered before the programs attached */
+	IO_LOST_AIO_UNREADABLE, /* an AIO event or its iocb not readable in the process's memory */
+	IO_LOST_AIO_FD_CLOSED, /* an AIO completion whose fd was closed since it was submitted */
+	IO_LOST_URING_NO_FILE, /* an io_uring read or write completion with no file */
 	IO_LOST_REASONS,
 };
 

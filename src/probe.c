@@ -43,6 +43,7 @@ static const struct {
 				   "flagged (sched_contributes_to_load), run-queue clocks, IRQ "
 				   "time "
 				   "in CPU time (CONFIG_IRQ_TIME_ACCOUNTING off)" },
+	[FEAT_BPF_LOOP] = { "bpf_loop", "bpf_loop(): io's AIO completions, any number (5.17)" },
 };
 
 /* 0: not probed yet, 1: present, -1: absent */
@@ -153,6 +154,8 @@ static bool probe(enum kernel_feature f)
 		return btf_struct_has("task_struct", "sched_contributes_to_load") &&
 		       btf_struct_has("sched_entity", "cfs_rq") &&
 		       !btf_struct_has("rq", "prev_irq_time");
+	case FEAT_BPF_LOOP:
+		return libbpf_probe_bpf_helper(BPF_PROG_TYPE_TRACEPOINT, BPF_FUNC_loop, NULL) == 1;
 	case KERNEL_FEATURES:
 		break;
 	}
@@ -184,7 +187,8 @@ bool tracepoint_exists(const char *category, const char *event)
 	return faccessat(AT_FDCWD, path, R_OK, AT_EACCESS) == 0;
 }
 
-int tracepoint_btf_args(const char *event)
+/* The func_proto of a tp_btf tracepoint (void *__data, its arguments...), or NULL. */
+static const struct btf_type *tracepoint_proto(const char *event, struct btf **out)
 {
 	static struct btf *btf; /* parsed once: a few MB, kept for the process */
 	const struct btf_type *t;
@@ -192,19 +196,37 @@ int tracepoint_btf_args(const char *event)
 	int id;
 
 	if (probe_hidden(event))
-		return -ENOENT;
+		return NULL;
 	if (!btf)
 		btf = btf__load_vmlinux_btf();
 	if (!btf)
-		return -ENOENT;
+		return NULL;
 	snprintf(name, sizeof(name), "btf_trace_%s", event);
 	id = btf__find_by_name_kind(btf, name, BTF_KIND_TYPEDEF);
 	/* typedef -> pointer -> func_proto(void *__data, the tracepoint's arguments...) */
 	t = id > 0 ? btf__type_by_id(btf, btf__type_by_id(btf, id)->type) : NULL;
 	t = t && btf_is_ptr(t) ? btf__type_by_id(btf, t->type) : NULL;
-	if (!t || !btf_is_func_proto(t))
-		return -ENOENT;
-	return btf_vlen(t) - 1;
+	*out = btf;
+	return t && btf_is_func_proto(t) ? t : NULL;
+}
+
+int tracepoint_btf_args(const char *event)
+{
+	struct btf *btf;
+	const struct btf_type *t = tracepoint_proto(event, &btf);
+
+	return t ? btf_vlen(t) - 1 : -ENOENT;
+}
+
+bool tracepoint_btf_arg_is_ptr(const char *event, int i)
+{
+	struct btf *btf;
+	const struct btf_type *t = tracepoint_proto(event, &btf);
+
+	if (!t || i < 0 || i + 1 >= btf_vlen(t))
+		return false;
+	t = btf__type_by_id(btf, btf__resolve_type(btf, btf_params(t)[i + 1].type));
+	return t && btf_is_ptr(t);
 }
 
 void kernel_features_print(FILE *out)

@@ -27,6 +27,7 @@ enum kernel_feature {
 	FEAT_BPF_STATS, /* kernel.bpf_stats_enabled=1: programs' run time (informational) */
 	FEAT_STEAL, /* rq->prev_steal_time_rq: steal kept out of CPU time (PARAVIRT_TIME_ACCOUNTING) */
 	FEAT_SLEEP_REMAINDER, /* sched can take sleep as the remainder (bpf/sched.bpf.c) */
+	FEAT_BPF_LOOP, /* bpf_loop() in tracepoint programs (5.17) */
 	KERNEL_FEATURES,
 };
 
@@ -42,6 +43,8 @@ bool tracepoint_exists(const char *category, const char *event);
  * raw_tp program, or -ENOENT when the kernel's BTF has no such tracepoint.
  */
 int tracepoint_btf_args(const char *event);
+/* Whether argument i (from 0, after __data) of tp_btf tracepoint event is a pointer. */
+bool tracepoint_btf_arg_is_ptr(const char *event, int i);
 
 /* The kernel release and one line per feature: name, yes/no, what it is. */
 void kernel_features_print(FILE *out);

@@ -29,10 +29,12 @@ count() { # adds the passed/failed counts a test binary or script printed
 
 run() {
 	echo "== $*"
+	local start=$SECONDS
 	"$@" >"$log" 2>&1
 	local rc=$?
 	cat "$log"
 	count $rc
+	echo "-- $* took $((SECONDS - start)) s"
 }
 
 if [ "$what" = all ] || [ "$what" = unit ]; then

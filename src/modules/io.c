@@ -699,7 +699,8 @@ static void io_health(struct plumb_module *m, struct module_health *h)
 {
 	struct io_state *s = m->priv;
 	static const char *const reasons[IO_LOST_REASONS] = { "stats_map_full", "ringbuf_full",
-							      "args_unknown" };
+							      "args_unknown",	"aio_unreadable",
+							      "aio_fd_closed",	"uring_no_file" };
 	uint64_t lost[IO_LOST_REASONS];
 	struct cgroup_cache_stats cg;
 	struct mount_cache_stats mnt;
@@ -799,7 +800,7 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 							FEAT_CURRENT_TASK_BTF };
 	const char *test_tp = getenv("PLUMB_TEST_REQUIRE_TRACEPOINT");
 	bool args_at_enter = false, latency = cfg->io_latency, windows;
-	unsigned int nexit = 0, nenter = 0, nabsent = 0;
+	unsigned int nexit = 0, nenter = 0, nabsent = 0, ncompletion = 0;
 	const char *why_latency = "";
 	struct bpf_program *prog;
 
@@ -845,6 +846,18 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 		const char *syscall = strchr(name, '_') + 1, *point = strchr(sec, '/') + 1;
 		char exit_tp[64];
 
+		if (!strcmp(name, "uring_complete")) { /* io_uring's completions, tp_btf */
+			/* its request, argument 1, since 5.19; before, user_data was there */
+			if (!kernel_has(FEAT_TP_BTF) || !tracepoint_btf_arg_is_ptr(point, 1)) {
+				bpf_program__set_autoload(prog, false);
+				module_attach_note(m, sec, name,
+						   "off: no io_uring_complete tracepoint here");
+			} else {
+				module_attach_note(m, sec, name, "chosen: io_uring reads, writes");
+				ncompletion++;
+			}
+			continue;
+		}
 		if (!strcmp(name, "enter_rw")) { /* the windows' program, on raw sys_enter */
 			if (windows) {
 				bpf_program__set_autoattach(prog, false);
@@ -876,6 +889,17 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 			module_attach_note(m, point, name,
 					   "off: no such syscall here, nothing to count");
 			nabsent += !enter;
+			continue;
+		}
+		if (!strncmp(syscall, "io_", 3)) { /* AIO's completions: events at exit */
+			if (args_at_enter || !kernel_has(FEAT_BPF_LOOP)) {
+				bpf_program__set_autoload(prog, false);
+				module_attach_note(m, point, name, "off: needs %s",
+						   args_at_enter ? "task_pt_regs" : "bpf_loop");
+			} else {
+				module_attach_note(m, point, name, "chosen: AIO completions");
+				ncompletion++;
+			}
 			continue;
 		}
 		if (enter && !args_at_enter && !(latency && io_rw_syscall(syscall))) {
@@ -910,8 +934,9 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 		s->period_ns = s->window_ns * cfg->io_latency_sample;
 	}
 
-	snprintf(m->choice, sizeof(m->choice), "%u exit + %u enter tracepoints; arguments %s; ",
-		 nexit, nenter,
+	snprintf(m->choice, sizeof(m->choice),
+		 "%u exit + %u enter tracepoints, %u for AIO/io_uring completions; arguments %s; ",
+		 nexit, nenter, ncompletion,
 		 args_at_enter ? "stored at enter (fallback: no task_pt_regs)" :
 				 "read at exit (task_pt_regs)");
 	if (windows)

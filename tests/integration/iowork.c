@@ -28,6 +28,17 @@
  *                            eax 19 (ia32's lseek; x86_64's 19 is readv) on PATH opened, rdi
  *                            holding its fd too; prints the calls made. Exits 77 when the
  *                            kernel takes no 32-bit syscalls (a probe child's int $0x80 faults)
+ *   aioread:PATH:BYTES:CHUNK  aiowrite:PATH:BYTES:CHUNK
+ *                            the same through Linux AIO: io_submit() up to 8 requests at a
+ *                            time, every other one vectored (PREADV, PWRITEV), reaped at
+ *                            most 3 at a time by io_getevents() and io_pgetevents() in turn;
+ *                            each must complete with its full size
+ *   uringread:PATH:BYTES:CHUNK  uringwrite:PATH:BYTES:CHUNK
+ *                            the same through io_uring: up to 8 requests at a time, cycling
+ *                            through READ, READV and READ_FIXED (WRITE...: a registered buffer)
+ *   aioefault:PATH:N  uringefault:PATH:N
+ *                            N reads into an unmapped buffer through AIO or io_uring: each
+ *                            must complete with -EFAULT
  *   sleep:MS
  *   stream:DIR:CHUNK:STOP    until the file STOP exists: write() CHUNK bytes to DIR/stream
  *                            (created) and mkdir() DIR/d/<n> (DIR/d created), then sleep
@@ -42,6 +53,8 @@
 #include <unistd.h>
 #include <poll.h>
 #include <pthread.h>
+#include <linux/aio_abi.h>
+#include <linux/io_uring.h>
 #include <linux/userfaultfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -279,6 +292,217 @@ static void ia32_seek(const char *path, long ms)
 }
 #endif
 
+/*
+ * Asynchronous I/O through raw syscalls (the binary is static; libaio and liburing are not
+ * needed). Request i moves CHUNK bytes at offset i * CHUNK (the last one the rest); `dst` is
+ * where each reads into or writes from, and `want` what each must complete with (-EFAULT for
+ * an unmapped dst, else its size).
+ */
+#define ASYNC_DEPTH 8
+
+struct async_job {
+	const char *op;
+	int fd;
+	bool writing;
+	long bytes, chunk, nreq;
+	char *dst;
+	bool efault;
+};
+
+static long async_len(const struct async_job *j, long i)
+{
+	return j->bytes - i * j->chunk < j->chunk ? j->bytes - i * j->chunk : j->chunk;
+}
+
+static void async_check(const struct async_job *j, long i, long res)
+{
+	long want = j->efault ? -EFAULT : async_len(j, i);
+
+	if (res != want) {
+		fprintf(stderr, "iowork: %s: request %ld completed with %ld, not %ld\n", j->op, i,
+			res, want);
+		exit(1);
+	}
+}
+
+static void aio_run(struct async_job *j)
+{
+	static struct iovec iov[ASYNC_DEPTH];
+	struct iocb cb[ASYNC_DEPTH], *cbp[ASYNC_DEPTH];
+	struct io_event ev[ASYNC_DEPTH];
+	aio_context_t ctx = 0;
+	long next = 0, reaped = 0, n, batch, reaps = 0;
+
+	if (syscall(SYS_io_setup, ASYNC_DEPTH, &ctx))
+		die(j->op, "io_setup");
+	while (next < j->nreq) {
+		for (batch = 0; batch < ASYNC_DEPTH && next < j->nreq; batch++, next++) {
+			memset(&cb[batch], 0, sizeof(cb[batch]));
+			cb[batch].aio_data = next;
+			cb[batch].aio_fildes = j->fd;
+			cb[batch].aio_offset = next * j->chunk;
+			if (next % 2) {
+				iov[batch] = (struct iovec){ j->dst, async_len(j, next) };
+				cb[batch].aio_lio_opcode =
+					j->writing ? IOCB_CMD_PWRITEV : IOCB_CMD_PREADV;
+				cb[batch].aio_buf = (unsigned long)&iov[batch];
+				cb[batch].aio_nbytes = 1;
+			} else {
+				cb[batch].aio_lio_opcode =
+					j->writing ? IOCB_CMD_PWRITE : IOCB_CMD_PREAD;
+				cb[batch].aio_buf = (unsigned long)j->dst;
+				cb[batch].aio_nbytes = async_len(j, next);
+			}
+			cbp[batch] = &cb[batch];
+		}
+		if (syscall(SYS_io_submit, ctx, batch, cbp) != batch)
+			die(j->op, "io_submit");
+		for (long got = 0; got < batch; got += n) {
+			/* at most 3 a call: both syscalls reap, whatever completes when */
+			long max = batch - got < 3 ? batch - got : 3;
+
+			n = reaps++ % 2 ? syscall(SYS_io_pgetevents, ctx, 1, max, ev, NULL, NULL) :
+					  syscall(SYS_io_getevents, ctx, 1, max, ev, NULL);
+			if (n <= 0)
+				die(j->op, "io_getevents");
+			for (long k = 0; k < n; k++)
+				async_check(j, (long)ev[k].data, ev[k].res);
+		}
+		reaped += batch;
+	}
+	syscall(SYS_io_destroy, ctx);
+	printf("%s: %ld requests, %ld reaping calls\n", j->op, reaped, reaps);
+}
+
+struct uring {
+	int fd;
+	unsigned int *sq_tail, *sq_mask, *sq_array, *cq_head, *cq_tail, *cq_mask;
+	struct io_uring_sqe *sqes;
+	struct io_uring_cqe *cqes;
+};
+
+static void uring_open(struct uring *r, const char *op)
+{
+	struct io_uring_params p;
+	char *sq, *cq;
+
+	memset(&p, 0, sizeof(p));
+	r->fd = syscall(SYS_io_uring_setup, ASYNC_DEPTH, &p);
+	if (r->fd < 0)
+		die(op, "io_uring_setup");
+	sq = mmap(NULL, p.sq_off.array + p.sq_entries * sizeof(unsigned int),
+		  PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQ_RING);
+	cq = mmap(NULL, p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe),
+		  PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_CQ_RING);
+	r->sqes = mmap(NULL, p.sq_entries * sizeof(struct io_uring_sqe), PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_POPULATE, r->fd, IORING_OFF_SQES);
+	if (sq == MAP_FAILED || cq == MAP_FAILED || r->sqes == MAP_FAILED)
+		die(op, "io_uring mmap");
+	r->sq_tail = (unsigned int *)(sq + p.sq_off.tail);
+	r->sq_mask = (unsigned int *)(sq + p.sq_off.ring_mask);
+	r->sq_array = (unsigned int *)(sq + p.sq_off.array);
+	r->cq_head = (unsigned int *)(cq + p.cq_off.head);
+	r->cq_tail = (unsigned int *)(cq + p.cq_off.tail);
+	r->cq_mask = (unsigned int *)(cq + p.cq_off.ring_mask);
+	r->cqes = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
+}
+
+static void uring_run(struct async_job *j)
+{
+	static struct iovec iov[ASYNC_DEPTH];
+	struct iovec reg = { NULL, sizeof(buf) };
+	static const __u8 ops[2][3] = { { IORING_OP_READ, IORING_OP_READV, IORING_OP_READ_FIXED },
+					{ IORING_OP_WRITE, IORING_OP_WRITEV,
+					  IORING_OP_WRITE_FIXED } };
+	struct uring r;
+	long next = 0, batch, reaped = 0;
+	unsigned int tail, head;
+
+	uring_open(&r, j->op);
+	/*
+	 * READ_FIXED needs a registered buffer, and 6.1 registers only anonymous memory (buf's
+	 * first page may share its mapping with .data): a mapping of its own, the dst of every
+	 * request then; an efault job never uses it
+	 */
+	reg.iov_base =
+		mmap(NULL, reg.iov_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (reg.iov_base == MAP_FAILED)
+		die(j->op, "mmap");
+	memset(reg.iov_base, 'u', reg.iov_len);
+	if (syscall(SYS_io_uring_register, r.fd, IORING_REGISTER_BUFFERS, &reg, 1))
+		die(j->op, "io_uring_register");
+	if (!j->efault)
+		j->dst = reg.iov_base;
+	while (next < j->nreq) {
+		tail = *r.sq_tail;
+		for (batch = 0; batch < ASYNC_DEPTH && next < j->nreq; batch++, next++, tail++) {
+			unsigned int idx = tail & *r.sq_mask;
+			struct io_uring_sqe *sqe = &r.sqes[idx];
+			int kind = j->efault ? 0 : next % 3;
+
+			memset(sqe, 0, sizeof(*sqe));
+			sqe->opcode = ops[j->writing][kind];
+			sqe->fd = j->fd;
+			sqe->off = next * j->chunk;
+			sqe->user_data = next;
+			if (kind == 1) {
+				iov[batch] = (struct iovec){ j->dst, async_len(j, next) };
+				sqe->addr = (unsigned long)&iov[batch];
+				sqe->len = 1;
+			} else {
+				sqe->addr = (unsigned long)j->dst;
+				sqe->len = async_len(j, next);
+				sqe->buf_index = 0;
+			}
+			r.sq_array[idx] = idx;
+		}
+		__atomic_store_n(r.sq_tail, tail, __ATOMIC_RELEASE);
+		for (long got = 0; got < batch;) {
+			long want = got ? 1 : batch;
+
+			if (syscall(SYS_io_uring_enter, r.fd, got ? 0 : batch, want,
+				    IORING_ENTER_GETEVENTS, NULL, 0) < 0)
+				die(j->op, "io_uring_enter");
+			head = *r.cq_head;
+			for (; head != __atomic_load_n(r.cq_tail, __ATOMIC_ACQUIRE);
+			     head++, got++) {
+				struct io_uring_cqe *cqe = &r.cqes[head & *r.cq_mask];
+
+				async_check(j, (long)cqe->user_data, cqe->res);
+			}
+			__atomic_store_n(r.cq_head, head, __ATOMIC_RELEASE);
+		}
+		reaped += batch;
+	}
+	close(r.fd);
+	munmap(reg.iov_base, reg.iov_len);
+	printf("%s: %ld requests\n", j->op, reaped);
+}
+
+static void async_io(const char *op, const char *path, long bytes, long chunk, bool efault)
+{
+	struct async_job j = { .op = op, .bytes = bytes, .chunk = chunk, .efault = efault };
+
+	j.writing = strstr(op, "write") != NULL;
+	j.fd = open(path, j.writing ? O_WRONLY | O_CREAT | O_TRUNC : O_RDONLY, 0644);
+	if (j.fd < 0)
+		die(op, path);
+	if (chunk <= 0 || chunk > (long)sizeof(buf))
+		die(op, "bad chunk");
+	j.nreq = efault ? bytes : (bytes + chunk - 1) / chunk;
+	if (efault) {
+		j.bytes = j.nreq * chunk;
+		j.dst = unmapped;
+	} else {
+		j.dst = buf;
+	}
+	if (!strncmp(op, "aio", 3))
+		aio_run(&j);
+	else
+		uring_run(&j);
+	close(j.fd);
+}
+
 static void run(char *spec)
 {
 	char *f[4] = { 0 };
@@ -294,6 +518,13 @@ static void run(char *spec)
 		if (nf != 4)
 			die(f[0], "needs PATH:BYTES:CHUNK");
 		rw(f[0], f[1], num(f[2], f[0]), num(f[3], f[0]));
+	} else if (!strcmp(f[0], "aioread") || !strcmp(f[0], "aiowrite") ||
+		   !strcmp(f[0], "uringread") || !strcmp(f[0], "uringwrite")) {
+		if (nf != 4)
+			die(f[0], "needs PATH:BYTES:CHUNK");
+		async_io(f[0], f[1], num(f[2], f[0]), num(f[3], f[0]), false);
+	} else if ((!strcmp(f[0], "aioefault") || !strcmp(f[0], "uringefault")) && nf == 3) {
+		async_io(f[0], f[1], num(f[2], f[0]), 16, true);
 	} else if (!strcmp(f[0], "ebadf") && nf == 2) {
 		for (i = num(f[1], f[0]); i > 0; i--)
 			if (read(999, buf, 1) != -1 || errno != EBADF)

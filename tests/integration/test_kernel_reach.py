@@ -162,13 +162,39 @@ def test_absent_syscall(cleanup):
     assert rows["syscalls/sys_exit_plumb_no_such_call"][1].startswith("missing: required"), out
 
 
+def test_completion_programs(cleanup):
+    """AIO's completions need bpf_task_pt_regs and bpf_loop, io_uring's a tracepoint with its
+    request in BTF: without them those programs alone are off, with the reason, and io is
+    up."""
+    aio = ("syscalls/sys_exit_io_getevents", "syscalls/sys_exit_io_pgetevents")
+    rc, rows, verdicts, out = check_table("--modules", "io")
+    assert rc == 0, out
+    for p in aio:
+        assert rows[p][1] == "attached: AIO completions", out
+    assert rows["tp_btf/io_uring_complete"] == ("uring_complete",
+                                                "attached: io_uring reads, writes"), out
+    assert "3 for AIO/io_uring completions" in verdicts["io"], out
+    for hide, why in (("bpf_loop", "off: needs bpf_loop"),
+                      ("task_pt_regs", "off: needs task_pt_regs")):
+        rc, rows, verdicts, out = check_table("--modules", "io", PLUMB_TEST_HIDE=hide)
+        assert rc == 0, out
+        for p in aio:
+            assert rows[p][1] == why, f"{hide}: {out}"
+        assert rows["tp_btf/io_uring_complete"][1].startswith("attached"), out
+    rc, rows, verdicts, out = check_table("--modules", "io", PLUMB_TEST_HIDE="io_uring_complete")
+    assert rc == 0, out
+    assert rows["tp_btf/io_uring_complete"][1] == "off: no io_uring_complete tracepoint here", \
+        out
+    assert "2 for AIO/io_uring completions" in verdicts["io"], out
+
+
 def test_features_table(cleanup):
     """--check starts with the kernel and one line per probed feature."""
     rc, rows, verdicts, out = check_table()
     assert out.startswith("kernel "), out
     for feature in ("btf", "syscall_tracepoints", "raw_tp", "tp_btf", "iter_task", "ringbuf",
                     "task_storage", "current_task_btf", "task_pt_regs", "bpf_stats",
-                    "steal"):
+                    "steal", "bpf_loop"):
         assert any(l.split()[:1] == [feature] for l in out.splitlines()), f"no {feature}: {out}"
     rc, rows, verdicts, out = check_table(PLUMB_TEST_HIDE="ringbuf")
     assert any(l.split()[:2] == ["ringbuf", "no"] for l in out.splitlines()), out
@@ -186,6 +212,8 @@ def main():
         world = test_io.World(cleanup)
         runner.run("reach: --check table of features", test_features_table, cleanup)
         runner.run("reach: absent and missing syscalls", test_absent_syscall, cleanup)
+        runner.run("reach: AIO and io_uring programs chosen by what the kernel has",
+                   test_completion_programs, cleanup)
         runner.run("reach: --check matches what is attached", test_check_matches_attached,
                    cleanup)
         runner.run("reach: arguments at enter (no task_pt_regs), exact",
