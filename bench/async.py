@@ -6,7 +6,11 @@ the io module, and the run time of the programs that count their completions.
   4 KiB random read on tmpfs through libaio (buffered: each request completes inside
       io_submit(), and io_getevents() returns it), queue depth 16
 
-Each pair runs fio without (A) and with (B) `plumb agent --modules io`, order alternating.
+Each pair runs fio (pinned to CPU 1) without (A) and with (B) `plumb agent --modules io`,
+order alternating, many short runs (this machine's speed drifts ~10% within seconds): the
+geometric mean of the pairs' ratios with its 95% interval. io_uring also with the agent's
+io_uring program hidden (PLUMB_TEST_HIDE=io_uring_complete, test-only): what the syscall
+tracepoints alone cost it.
 Then one more run of each with kernel.bpf_stats_enabled=1 (restored after): the counting
 programs' run time per run and per completion (fio's request count).
 No target in the issue; the io module's syscall targets are overhead.py's.
@@ -24,13 +28,13 @@ from ab import Bench  # noqa: E402
 from benchlib import Agent, Cleanup, prog_stats, require  # noqa: E402
 from lib import mount_tmpfs  # noqa: E402
 
-RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "8"))
-PAIRS = int(os.environ.get("PLUMB_BENCH_PAIRS", "5"))
+RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "2"))
+PAIRS = int(os.environ.get("PLUMB_BENCH_PAIRS", "20"))
 PROGRAMS = ("uring_complete", "exit_io_getevents", "exit_io_pgetevents")
 
 
 def fio(args):
-    out = subprocess.run(["fio", "--output-format=json", "--time_based", f"--runtime={RUNTIME}",
+    out = subprocess.run(["taskset", "-c", "1", "fio", "--output-format=json", "--time_based", f"--runtime={RUNTIME}",
                           "--numjobs=1", "--group_reporting"] + args,
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out[out.index("{"):])["jobs"][0]
@@ -40,9 +44,12 @@ def main():
     require(["fio", "bpftool"])
     cleanup = Cleanup()
     bench = Bench("async", "What counting AIO and io_uring completions costs fio",
-                  f"""fio {RUNTIME} s per run, {PAIRS} pairs, each without and with `plumb agent
---modules io` (default settings), order alternating; 4 KiB random reads of a 512 MiB file on
-tmpfs, queue depth 16, one job. libaio without O_DIRECT (tmpfs): each request completes
+                  f"""fio {RUNTIME} s per run (pinned to CPU 1), {PAIRS} pairs, each without and
+with `plumb agent --modules io` (default settings), order alternating; the geometric mean of
+the pairs' ratios with its 95% interval (this machine's speed drifts ~10% within seconds).
+4 KiB random reads of a 512 MiB file on tmpfs, queue depth 16, one job. io_uring also with
+the agent's io_uring program hidden (`PLUMB_TEST_HIDE=io_uring_complete`, test-only): what
+the io module's syscall tracepoints alone cost it. libaio without O_DIRECT (tmpfs): each request completes
 inside `io_submit()`, and `io_getevents()` returns it, where the io module counts it.
 Then one more run of each with `kernel.bpf_stats_enabled=1` (restored): the counting
 programs' run time (bpf_stats brackets each run with two clock reads, ~45 ns here, included).
@@ -56,10 +63,13 @@ No target in issue 2 for these; its syscall targets are in [overhead.md](overhea
         fio(["--name=prep", f"--filename={tmpfs}/f", "--size=512M", "--rw=write", "--bs=1M",
              "--runtime=60", "--io_size=512M"])
 
-        def agent_on():
+        def agent_on(env=None):
             c = Cleanup()
-            c.agent = Agent(c, "--modules", "io")
+            c.agent = Agent(c, "--modules", "io", env=env)
             return c
+
+        def agent_on_no_uring():
+            return agent_on(dict(os.environ, PLUMB_TEST_HIDE="io_uring_complete"))
 
         def agent_off(c):
             c.run()
@@ -75,7 +85,10 @@ No target in issue 2 for these; its syscall targets are in [overhead.md](overhea
         for engine in ("io_uring", "libaio"):
             ratios[engine] = bench.compare(f"4 KiB randread, tmpfs, {engine}, depth 16",
                                            engine_run(engine), "IOPS", agent_on, agent_off,
-                                           PAIRS)
+                                           PAIRS, interval=True)
+        ratios["io_uring, its program hidden"] = bench.compare(
+            "4 KiB randread, tmpfs, io_uring, depth 16, the io_uring program hidden",
+            engine_run("io_uring"), "IOPS", agent_on_no_uring, agent_off, PAIRS, interval=True)
 
         old_stats = subprocess.run(["sysctl", "-n", "kernel.bpf_stats_enabled"], check=True,
                                    capture_output=True, text=True).stdout.strip()

@@ -527,12 +527,13 @@ struct aio_cmd {
 /* bpf_loop()'s context: a pointer to the stack */
 struct aio_reaped {
 	__u64 events; /* the io_event array, in the process's memory */
+	struct task_struct *task;
 };
 
-static long aio_event_count(__u32 i, void *ctx)
+static __always_inline long aio_event_counted(__u32 i, struct aio_reaped *r)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct aio_event *events = (void *)((struct aio_reaped *)ctx)->events;
+	struct aio_event *events = (void *)r->events;
+	struct task_struct *task = r->task;
 	struct aio_event ev;
 	struct aio_cmd cmd;
 	struct file *file;
@@ -558,6 +559,11 @@ static long aio_event_count(__u32 i, void *ctx)
 	return 0;
 }
 
+static long aio_event_count(__u32 i, void *ctx)
+{
+	return aio_event_counted(i, ctx);
+}
+
 static __always_inline int aio_reap(struct syscall_exit_ctx *ctx)
 {
 	struct aio_reaped r;
@@ -566,8 +572,12 @@ static __always_inline int aio_reap(struct syscall_exit_ctx *ctx)
 
 	if (args_at_enter || n <= 0)
 		return 0;
-	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	r.task = bpf_get_current_task_btf();
+	regs = (struct pt_regs *)bpf_task_pt_regs(r.task);
 	r.events = SYSCALL_ARG4(regs);
+	/* one event (a process reaping each as it comes): no loop, no call */
+	if (n == 1)
+		return aio_event_counted(0, &r);
 	if (n > AIO_EVENTS_MAX) {
 		count_lost_n(IO_LOST_AIO_UNREADABLE, n - AIO_EVENTS_MAX);
 		n = AIO_EVENTS_MAX;

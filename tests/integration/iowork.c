@@ -30,8 +30,8 @@
  *                            kernel takes no 32-bit syscalls (a probe child's int $0x80 faults)
  *   aioread:PATH:BYTES:CHUNK  aiowrite:PATH:BYTES:CHUNK
  *                            the same through Linux AIO: io_submit() up to 8 requests at a
- *                            time, every other one vectored (PREADV, PWRITEV), reaped at
- *                            most 3 at a time by io_getevents() and io_pgetevents() in turn;
+ *                            time, every other one vectored (PREADV, PWRITEV), reaped by
+ *                            io_getevents() (one) and io_pgetevents() (up to 3) in turn;
  *                            each must complete with its full size
  *   uringread:PATH:BYTES:CHUNK  uringwrite:PATH:BYTES:CHUNK
  *                            the same through io_uring: up to 8 requests at a time, cycling
@@ -358,8 +358,10 @@ static void aio_run(struct async_job *j)
 		if (syscall(SYS_io_submit, ctx, batch, cbp) != batch)
 			die(j->op, "io_submit");
 		for (long got = 0; got < batch; got += n) {
-			/* at most 3 a call: both syscalls reap, whatever completes when */
-			long max = batch - got < 3 ? batch - got : 3;
+			/* 1, then up to 3 a call: both syscalls reap, one and several events */
+			long max = reaps % 2 ? 3 : 1;
+
+			max = batch - got < max ? batch - got : max;
 
 			n = reaps++ % 2 ? syscall(SYS_io_pgetevents, ctx, 1, max, ev, NULL, NULL) :
 					  syscall(SYS_io_getevents, ctx, 1, max, ev, NULL);
