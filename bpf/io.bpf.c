@@ -494,6 +494,48 @@ static __always_inline void count_completion(struct task_struct *task, struct fi
 }
 
 /*
+ * sendfile, copy_file_range, splice: the kernel moves data from one fd to another in one call.
+ * Its ret bytes were read from the input and written to the output: a read call on the
+ * input's file and a write call on the output's, each where that is a counted file (a socket
+ * or a pipe end is flow's and wait's business). A failed call counts one error: on the input's
+ * side when it is a counted file or not open (mount "none", as for read()), else on the
+ * output's, else nowhere (a pipe to a socket). Not timed.
+ */
+static __always_inline int transfer_exit(struct syscall_exit_ctx *ctx, long in_fd, long out_fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct file *in = fd_to_file(task, in_fd), *out = fd_to_file(task, out_fd);
+	bool in_counted = in && counted_file(in), out_counted = out && counted_file(out);
+	long ret = ctx->ret;
+	struct io_stats *s;
+	int dir;
+
+	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
+		return 0;
+	if (ret >= 0) {
+		if (in_counted)
+			count_completion(task, in, IO_READ, ret);
+		if (out_counted)
+			count_completion(task, out, IO_WRITE, ret);
+		return 0;
+	}
+	if (in_counted || !in) {
+		dir = IO_READ;
+		s = stats_for(task_cgroup_id(task), in ? vfsmount_id(file_mnt(in)) : 0);
+	} else if (out_counted || !out) {
+		dir = IO_WRITE;
+		s = stats_for(task_cgroup_id(task), out ? vfsmount_id(file_mnt(out)) : 0);
+	} else {
+		return 0;
+	}
+	if (s) {
+		s->calls[dir]++;
+		s->errors[dir]++;
+	}
+	return 0;
+}
+
+/*
  * Linux AIO (io_submit): the data moves in no read or write syscall, and each result
  * reaches the process through io_getevents() or io_pgetevents() (libaio's io_getevents()
  * makes the syscall unless it polls an empty ring with a zero timeout). At their exit each
@@ -910,3 +952,7 @@ PATH_PROGS(unlinkat, 3,
 	   path_op((long)a[0], (const char *)a[1],
 		   (a[2] & AT_REMOVEDIR) ? IO_OP_RMDIR : IO_OP_UNLINK, ctx->ret))
 PATH_PROGS(rmdir, 1, path_op(AT_FDCWD, (const char *)a[0], IO_OP_RMDIR, ctx->ret))
+/* fd to fd in the kernel (transfer_exit): the input and output fds */
+PATH_PROGS(sendfile64, 2, transfer_exit(ctx, (long)a[1], (long)a[0]))
+PATH_PROGS(copy_file_range, 3, transfer_exit(ctx, (long)a[0], (long)a[2]))
+PATH_PROGS(splice, 3, transfer_exit(ctx, (long)a[0], (long)a[2]))

@@ -39,11 +39,19 @@
  *   aioefault:PATH:N  uringefault:PATH:N
  *                            N reads into an unmapped buffer through AIO or io_uring: each
  *                            must complete with -EFAULT
+ *   sendfile:SRC:DST:CHUNK   copy all of SRC to DST (created) by sendfile() of CHUNK a call;
+ *   copyrange:SRC:DST:CHUNK  by copy_file_range(); splice:SRC:DST:CHUNK: by splice() from SRC
+ *                            into a pipe and from the pipe into DST (two calls a chunk)
+ *   sendsock:SRC:CHUNK       sendfile() all of SRC into a unix socket (a thread drains it)
+ *                            Each prints "OP: B bytes in I calls out O calls": the calls that
+ *                            read SRC and those that wrote to the other side
+ *   sendebadf:N              sendfile() from a closed fd to stdout, N times (EBADF)
  *   sleep:MS
  *   stream:DIR:CHUNK:STOP    until the file STOP exists: write() CHUNK bytes to DIR/stream
  *                            (created) and mkdir() DIR/d/<n> (DIR/d created), then sleep
  *                            1 ms; prints "written W mkdirs M" (D/d and D/stream included)
  */
+#define _GNU_SOURCE /* splice() */
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -58,6 +66,8 @@
 #include <linux/userfaultfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -505,6 +515,68 @@ static void async_io(const char *op, const char *path, long bytes, long chunk, b
 	close(j.fd);
 }
 
+static void *drain(void *arg)
+{
+	int fd = *(int *)arg;
+
+	while (read(fd, buf + sizeof(buf) / 2, 65536) > 0)
+		;
+	return NULL;
+}
+
+/* sendfile, copyrange, splice and sendsock (dst NULL): see the top */
+static void transfer(const char *op, const char *src, const char *dst, long chunk)
+{
+	int in = open(src, O_RDONLY), out, p[2], sv[2];
+	long done = 0, n, m, size, in_calls = 0, out_calls = 0;
+	pthread_t reader;
+	struct stat st;
+
+	if (in < 0 || fstat(in, &st))
+		die(op, src);
+	size = st.st_size;
+	if (dst) {
+		out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	} else {
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) ||
+		    pthread_create(&reader, NULL, drain, &sv[1]))
+			die(op, "socketpair");
+		out = sv[0];
+	}
+	if (out < 0 || (!strcmp(op, "splice") && pipe(p)))
+		die(op, dst ? dst : "socket");
+	while (done < size) {
+		if (!strcmp(op, "copyrange")) {
+			n = syscall(SYS_copy_file_range, in, NULL, out, NULL, chunk, 0);
+		} else if (!strcmp(op, "splice")) {
+			n = splice(in, NULL, p[1], NULL, chunk, 0);
+			for (m = 0; n > 0 && m < n; out_calls++) {
+				long k = splice(p[0], NULL, out, NULL, n - m, 0);
+
+				if (k <= 0)
+					die(op, "splice from the pipe");
+				m += k;
+			}
+		} else {
+			n = sendfile(out, in, NULL, chunk);
+		}
+		if (n <= 0)
+			die(op, "short transfer");
+		done += n;
+		in_calls++;
+		out_calls += strcmp(op, "splice") != 0; /* splice's are counted above */
+	}
+	close(out);
+	if (!dst) {
+		shutdown(sv[1], SHUT_WR);
+		pthread_join(reader, NULL);
+		close(sv[1]);
+	}
+	close(in);
+	/* the calls that read the file, and those that wrote to the other side */
+	printf("%s: %ld bytes in %ld calls out %ld calls\n", op, done, in_calls, out_calls);
+}
+
 static void run(char *spec)
 {
 	char *f[4] = { 0 };
@@ -527,6 +599,16 @@ static void run(char *spec)
 		async_io(f[0], f[1], num(f[2], f[0]), num(f[3], f[0]), false);
 	} else if ((!strcmp(f[0], "aioefault") || !strcmp(f[0], "uringefault")) && nf == 3) {
 		async_io(f[0], f[1], num(f[2], f[0]), 16, true);
+	} else if ((!strcmp(f[0], "sendfile") || !strcmp(f[0], "copyrange") ||
+		    !strcmp(f[0], "splice")) &&
+		   nf == 4) {
+		transfer(f[0], f[1], f[2], num(f[3], f[0]));
+	} else if (!strcmp(f[0], "sendsock") && nf == 3) {
+		transfer(f[0], f[1], NULL, num(f[2], f[0]));
+	} else if (!strcmp(f[0], "sendebadf") && nf == 2) {
+		for (i = num(f[1], f[0]); i > 0; i--)
+			if (sendfile(1, 999, NULL, 16) != -1 || errno != EBADF)
+				die("sendebadf", "sendfile from fd 999 did not fail with EBADF");
 	} else if (!strcmp(f[0], "ebadf") && nf == 2) {
 		for (i = num(f[1], f[0]); i > 0; i--)
 			if (read(999, buf, 1) != -1 || errno != EBADF)

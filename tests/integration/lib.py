@@ -332,8 +332,10 @@ def value(metrics, name, **labels):
 
 
 def iowork(cgroup_dir, *ops):
+    """Runs iowork in cgroup_dir; returns what it printed."""
     r = sh(IOWORK, "--cgroup", cgroup_dir, *ops, check=False)
     assert r.returncode == 0, f"iowork failed: {r.stderr.strip()}"
+    return r.stdout
 
 
 class Void(Exception):

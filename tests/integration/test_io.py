@@ -500,6 +500,38 @@ def test_async_exact(world, agent, cleanup):
         assert value(m, "plumb_events_lost_total", module="io", reason=reason) == 0, reason
 
 
+def test_transfers(world, agent, cleanup):
+    """sendfile, copy_file_range and splice: a read call on the input file's mount and a write
+    call on the output file's, with the bytes moved; a socket or pipe side is not counted; a
+    failed call is one error."""
+    cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/transfers")
+    exp = Expect()
+    size = 300001
+    src = os.path.join(world.ext4, "xfer-src")
+    iowork(cg, f"write:{src}:{size}:65536")
+    add_rw(exp, label, world.ext4, "write", size, 65536)
+    jobs = [("sendfile", world.tmpfs, 65536), ("copyrange", world.ext4, 100000),
+            ("splice", "/", 65536), ("sendsock", None, 65536)]
+    ops = [f"{op}:{src}:{world.dir_of(mnt)}/xfer-{op}:{chunk}" if mnt else
+           f"{op}:{src}:{chunk}" for op, mnt, chunk in jobs] + ["sendebadf:3"]
+    out = iowork(cg, *ops).splitlines()
+    for (op, mnt, chunk), line in zip(jobs, out):
+        w = line.split()  # "OP: B bytes in I calls out O calls"
+        assert w[0] == op + ":" and int(w[1]) == size, line
+        exp.add(label, world.ext4, "read_bytes", size)
+        exp.add(label, world.ext4, "read_calls", int(w[4]))
+        exp.add(label, world.ext4, "op_open")
+        if mnt:
+            exp.add(label, mnt, "write_bytes", size)
+            exp.add(label, mnt, "write_calls", int(w[7]))
+            exp.add(label, mnt, "op_create")
+    exp.add(label, "none", "read_calls", 3)
+    exp.add(label, "none", "read_errors", 3)
+    fst = dict(world.fstypes, none="none")
+    m = settle(agent, lambda m: check_ok(exp, m, fst))
+    exp.check(m, fst)
+
+
 def test_fio_async(world, agent, cleanup):
     """fio's libaio (O_DIRECT) and io_uring engines: what io counts on the mount equals the
     bytes fio reports it moved (the gap the README named until 2026-12-06: 0 bytes)."""
@@ -875,6 +907,7 @@ def main():
                          ("io: errors counted on the right mount", test_errors),
                          ("io: AIO and io_uring exact at completion", test_async_exact),
                          ("io: fio's libaio and io_uring engines", test_fio_async),
+                         ("io: sendfile, copy_file_range, splice", test_transfers),
                          ("io: workload names from real cgroup layouts", test_workload_labels),
                          ("io: a mount only another namespace sees", test_mount_namespace),
                          ("io: a 20 ms read in the right latency bucket", test_latency_value),
