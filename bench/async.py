@@ -8,9 +8,9 @@ the io module, and the run time of the programs that count their completions.
 
 Each pair runs fio (pinned to CPU 1) without (A) and with (B) `plumb agent --modules io`,
 order alternating, many short runs (this machine's speed drifts ~10% within seconds): the
-geometric mean of the pairs' ratios with its 95% interval. io_uring also with the agent's
-io_uring program hidden (PLUMB_TEST_HIDE=io_uring_complete, test-only): what the syscall
-tracepoints alone cost it.
+geometric mean of the pairs' ratios with its 95% interval. Each engine also with the agent's
+programs for it hidden (PLUMB_TEST_HIDE, test-only): what the io module's syscall
+tracepoints alone cost it, so the difference is what counting its completions costs.
 Then one more run of each with kernel.bpf_stats_enabled=1 (restored after): the counting
 programs' run time per run and per completion (fio's request count).
 No target in the issue; the io module's syscall targets are overhead.py's.
@@ -47,9 +47,10 @@ def main():
                   f"""fio {RUNTIME} s per run (pinned to CPU 1), {PAIRS} pairs, each without and
 with `plumb agent --modules io` (default settings), order alternating; the geometric mean of
 the pairs' ratios with its 95% interval (this machine's speed drifts ~10% within seconds).
-4 KiB random reads of a 512 MiB file on tmpfs, queue depth 16, one job. io_uring also with
-the agent's io_uring program hidden (`PLUMB_TEST_HIDE=io_uring_complete`, test-only): what
-the io module's syscall tracepoints alone cost it. libaio without O_DIRECT (tmpfs): each request completes
+4 KiB random reads of a 512 MiB file on tmpfs, queue depth 16, one job. Each engine also
+with the agent's programs for it hidden (`PLUMB_TEST_HIDE`, test-only: `io_uring_complete`;
+`syscalls/sys_exit_io_getevents,syscalls/sys_exit_io_pgetevents`): what the io module's
+syscall tracepoints alone cost it; the difference is what counting the completions costs. libaio without O_DIRECT (tmpfs): each request completes
 inside `io_submit()`, and `io_getevents()` returns it, where the io module counts it.
 Then one more run of each with `kernel.bpf_stats_enabled=1` (restored): the counting
 programs' run time (bpf_stats brackets each run with two clock reads, ~45 ns here, included).
@@ -71,6 +72,10 @@ No target in issue 2 for these; its syscall targets are in [overhead.md](overhea
         def agent_on_no_uring():
             return agent_on(dict(os.environ, PLUMB_TEST_HIDE="io_uring_complete"))
 
+        def agent_on_no_aio():
+            return agent_on(dict(os.environ, PLUMB_TEST_HIDE="syscalls/sys_exit_io_getevents,"
+                                 "syscalls/sys_exit_io_pgetevents"))
+
         def agent_off(c):
             c.run()
 
@@ -89,6 +94,9 @@ No target in issue 2 for these; its syscall targets are in [overhead.md](overhea
         ratios["io_uring, its program hidden"] = bench.compare(
             "4 KiB randread, tmpfs, io_uring, depth 16, the io_uring program hidden",
             engine_run("io_uring"), "IOPS", agent_on_no_uring, agent_off, PAIRS, interval=True)
+        ratios["libaio, its programs hidden"] = bench.compare(
+            "4 KiB randread, tmpfs, libaio, depth 16, the AIO programs hidden",
+            engine_run("libaio"), "IOPS", agent_on_no_aio, agent_off, PAIRS, interval=True)
 
         old_stats = subprocess.run(["sysctl", "-n", "kernel.bpf_stats_enabled"], check=True,
                                    capture_output=True, text=True).stdout.strip()
