@@ -493,22 +493,44 @@ static __always_inline void count_completion(struct task_struct *task, struct fi
 		s->bytes[dir] += res;
 }
 
+/* A failed call with no bytes: one call and one error on a file's mount (0: none). */
+static __always_inline void count_error(struct task_struct *task, struct file *file, int dir)
+{
+	struct io_stats *s =
+		stats_for(task_cgroup_id(task), file ? vfsmount_id(file_mnt(file)) : 0);
+
+	if (s) {
+		s->calls[dir]++;
+		s->errors[dir]++;
+	}
+}
+
 /*
  * sendfile, copy_file_range, splice: the kernel moves data from one fd to another in one call.
  * Its ret bytes were read from the input and written to the output: a read call on the
  * input's file and a write call on the output's, each where that is a counted file (a socket
- * or a pipe end is flow's and wait's business). A failed call counts one error: on the input's
- * side when it is a counted file or not open (mount "none", as for read()), else on the
- * output's, else nowhere (a pipe to a socket). Not timed.
+ * or a pipe end is flow's and wait's business). A failed call is one error on the side that
+ * failed, as far as the errno tells: an fd not open, on its side (mount "none", as for
+ * read()); no space or quota, or a file too large, on the output; what a socket or pipe
+ * returns (EAGAIN when full or empty, EPIPE, ECONNRESET, EINTR) is not counted where one side
+ * is a socket or pipe (nginx's non-blocking sendfile meets EAGAIN at every full socket
+ * buffer); anything else on the input when it is a counted file, else on the output. Not
+ * timed.
  */
+#define EINTR	   4
+#define EAGAIN	   11
+#define EFBIG	   27
+#define ENOSPC	   28
+#define EPIPE	   32
+#define EDQUOT	   122
+#define ECONNRESET 104
+
 static __always_inline int transfer_exit(struct syscall_exit_ctx *ctx, long in_fd, long out_fd)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct file *in = fd_to_file(task, in_fd), *out = fd_to_file(task, out_fd);
 	bool in_counted = in && counted_file(in), out_counted = out && counted_file(out);
 	long ret = ctx->ret;
-	struct io_stats *s;
-	int dir;
 
 	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
 		return 0;
@@ -519,18 +541,20 @@ static __always_inline int transfer_exit(struct syscall_exit_ctx *ctx, long in_f
 			count_completion(task, out, IO_WRITE, ret);
 		return 0;
 	}
-	if (in_counted || !in) {
-		dir = IO_READ;
-		s = stats_for(task_cgroup_id(task), in ? vfsmount_id(file_mnt(in)) : 0);
-	} else if (out_counted || !out) {
-		dir = IO_WRITE;
-		s = stats_for(task_cgroup_id(task), out ? vfsmount_id(file_mnt(out)) : 0);
-	} else {
+	if (!in) {
+		count_error(task, NULL, IO_READ);
+	} else if (!out) {
+		count_error(task, NULL, IO_WRITE);
+	} else if (ret == -ENOSPC || ret == -EDQUOT || ret == -EFBIG) {
+		if (out_counted)
+			count_error(task, out, IO_WRITE);
+	} else if ((ret == -EAGAIN || ret == -EPIPE || ret == -ECONNRESET || ret == -EINTR) &&
+		   (!in_counted || !out_counted)) {
 		return 0;
-	}
-	if (s) {
-		s->calls[dir]++;
-		s->errors[dir]++;
+	} else if (in_counted) {
+		count_error(task, in, IO_READ);
+	} else if (out_counted) {
+		count_error(task, out, IO_WRITE);
 	}
 	return 0;
 }
@@ -550,8 +574,11 @@ static __always_inline int transfer_exit(struct syscall_exit_ctx *ctx, long in_f
 #define IOCB_CMD_PREADV	 7
 #define IOCB_CMD_PWRITEV 8
 #define IOCB_CMD_OFFSET	 16
-/* events past this many in one call are counted as lost: fs.aio-max-nr (65536) bounds a ring */
-#define AIO_EVENTS_MAX (1 << 20)
+/*
+ * Events past this many in one call are not counted (counted as lost): bpf_loop runs with
+ * preemption off, ~0.25 us an event here, so at most ~1 ms in one call's exit.
+ */
+#define AIO_EVENTS_MAX 4096
 
 struct aio_event {
 	__u64 data;
@@ -621,7 +648,7 @@ static __always_inline int aio_reap(struct syscall_exit_ctx *ctx)
 	if (n == 1)
 		return aio_event_counted(0, &r);
 	if (n > AIO_EVENTS_MAX) {
-		count_lost_n(IO_LOST_AIO_UNREADABLE, n - AIO_EVENTS_MAX);
+		count_lost_n(IO_LOST_AIO_BATCH_CAP, n - AIO_EVENTS_MAX);
 		n = AIO_EVENTS_MAX;
 	}
 	bpf_loop(n, aio_event_count, &r, 0);
@@ -912,7 +939,12 @@ int BPF_PROG(uring_complete, void *ring, void *req)
 		res = BPF_CORE_READ(r, cqe.res);
 	}
 	if (!file) {
-		count_lost(IO_LOST_URING_NO_FILE);
+		/* a bad fd, or a linked request cancelled before it got its file: an error with
+		 * no mount, as read() with a bad fd; a result without a file is not counted */
+		if (res < 0)
+			count_error(bpf_get_current_task_btf(), NULL, dir);
+		else
+			count_lost(IO_LOST_URING_NO_FILE);
 		return 0;
 	}
 	count_completion(bpf_get_current_task_btf(), file, dir, res);

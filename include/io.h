@@ -35,6 +35,7 @@ enum io_lost_reason {
 	IO_LOST_AIO_UNREADABLE, /* an AIO event or its iocb not readable in the process's memory */
 	IO_LOST_AIO_FD_CLOSED, /* an AIO completion whose fd was closed since it was submitted */
 	IO_LOST_URING_NO_FILE, /* an io_uring read or write completion with no file */
+	IO_LOST_AIO_BATCH_CAP, /* AIO events past the most one io_getevents() exit counts */
 	IO_LOST_REASONS,
 };
 

@@ -39,7 +39,7 @@ struct plumb_config {
 };
 
 #define MODULE_MAX_MAPS	   8
-#define MODULE_MAX_REASONS 12
+#define MODULE_MAX_REASONS 16
 
 /* A module's own health, exported by the agent as plumb_* self-metrics. */
 struct module_health {

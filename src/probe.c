@@ -94,8 +94,7 @@ static bool bpf_stats_enabled(void)
 	return c == '1';
 }
 
-/* Whether the kernel's struct <type> has a member <member> (its BTF says). */
-static bool btf_struct_has(const char *type, const char *member)
+bool btf_struct_has(const char *type, const char *member)
 {
 	struct btf *btf = btf__load_vmlinux_btf();
 	const struct btf_type *t;

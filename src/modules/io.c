@@ -700,7 +700,8 @@ static void io_health(struct plumb_module *m, struct module_health *h)
 	struct io_state *s = m->priv;
 	static const char *const reasons[IO_LOST_REASONS] = { "stats_map_full", "ringbuf_full",
 							      "args_unknown",	"aio_unreadable",
-							      "aio_fd_closed",	"uring_no_file" };
+							      "aio_fd_closed",	"uring_no_file",
+							      "aio_batch_cap" };
 	uint64_t lost[IO_LOST_REASONS];
 	struct cgroup_cache_stats cg;
 	struct mount_cache_stats mnt;
@@ -847,8 +848,10 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 		char exit_tp[64];
 
 		if (!strcmp(name, "uring_complete")) { /* io_uring's completions, tp_btf */
-			/* its request, argument 1, since 5.19; before, user_data was there */
-			if (!kernel_has(FEAT_TP_BTF) || !tracepoint_btf_arg_is_ptr(point, 1)) {
+			/* its request as argument 1 (6.1 has it; 5.15 had user_data there), its
+			 * result in req->cqe */
+			if (!kernel_has(FEAT_TP_BTF) || !tracepoint_btf_arg_is_ptr(point, 1) ||
+			    !btf_struct_has("io_kiocb", "cqe")) {
 				bpf_program__set_autoload(prog, false);
 				module_attach_note(m, sec, name,
 						   "off: no io_uring_complete tracepoint here");

@@ -39,13 +39,20 @@
  *   aioefault:PATH:N  uringefault:PATH:N
  *                            N reads into an unmapped buffer through AIO or io_uring: each
  *                            must complete with -EFAULT
+ *   uringebadf:N             N io_uring reads of fd 999, not open: each must complete with
+ *                            -EBADF
  *   sendfile:SRC:DST:CHUNK   copy all of SRC to DST (created) by sendfile() of CHUNK a call;
  *   copyrange:SRC:DST:CHUNK  by copy_file_range(); splice:SRC:DST:CHUNK: by splice() from SRC
  *                            into a pipe and from the pipe into DST (two calls a chunk)
  *   sendsock:SRC:CHUNK       sendfile() all of SRC into a unix socket (a thread drains it)
- *                            Each prints "OP: B bytes in I calls out O calls": the calls that
- *                            read SRC and those that wrote to the other side
+ *   sendagain:SRC:CHUNK      sendfile() into a non-blocking unix socket nobody reads, until
+ *                            it fails with EAGAIN (full)
+ *   sendfull:SRC:DST:CHUNK   sendfile() SRC to DST until it fails with ENOSPC
+ *                            Each prints "OP: B bytes in I calls out O calls failed F": the
+ *                            calls that read SRC, those that wrote to the other side (both
+ *                            without the failed one) and the failed one (0 or 1)
  *   sendebadf:N              sendfile() from a closed fd to stdout, N times (EBADF)
+ *   copyebadf:DST:N          copy_file_range() from a closed fd to DST (created), N times
  *   sleep:MS
  *   stream:DIR:CHUNK:STOP    until the file STOP exists: write() CHUNK bytes to DIR/stream
  *                            (created) and mkdir() DIR/d/<n> (DIR/d created), then sleep
@@ -316,7 +323,7 @@ struct async_job {
 	bool writing;
 	long bytes, chunk, nreq;
 	char *dst;
-	bool efault;
+	int err; /* what each request must fail with (EFAULT, EBADF), or 0 */
 };
 
 static long async_len(const struct async_job *j, long i)
@@ -326,7 +333,7 @@ static long async_len(const struct async_job *j, long i)
 
 static void async_check(const struct async_job *j, long i, long res)
 {
-	long want = j->efault ? -EFAULT : async_len(j, i);
+	long want = j->err ? -j->err : async_len(j, i);
 
 	if (res != want) {
 		fprintf(stderr, "iowork: %s: request %ld completed with %ld, not %ld\n", j->op, i,
@@ -434,7 +441,7 @@ static void uring_run(struct async_job *j)
 	/*
 	 * READ_FIXED needs a registered buffer, and 6.1 registers only anonymous memory (buf's
 	 * first page may share its mapping with .data): a mapping of its own, the dst of every
-	 * request then; an efault job never uses it
+	 * request then; a failing job never uses it
 	 */
 	reg.iov_base =
 		mmap(NULL, reg.iov_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -443,14 +450,14 @@ static void uring_run(struct async_job *j)
 	memset(reg.iov_base, 'u', reg.iov_len);
 	if (syscall(SYS_io_uring_register, r.fd, IORING_REGISTER_BUFFERS, &reg, 1))
 		die(j->op, "io_uring_register");
-	if (!j->efault)
+	if (!j->err)
 		j->dst = reg.iov_base;
 	while (next < j->nreq) {
 		tail = *r.sq_tail;
 		for (batch = 0; batch < ASYNC_DEPTH && next < j->nreq; batch++, next++, tail++) {
 			unsigned int idx = tail & *r.sq_mask;
 			struct io_uring_sqe *sqe = &r.sqes[idx];
-			int kind = j->efault ? 0 : next % 3;
+			int kind = j->err ? 0 : next % 3;
 
 			memset(sqe, 0, sizeof(*sqe));
 			sqe->opcode = ops[j->writing][kind];
@@ -491,28 +498,28 @@ static void uring_run(struct async_job *j)
 	printf("%s: %ld requests\n", j->op, reaped);
 }
 
-static void async_io(const char *op, const char *path, long bytes, long chunk, bool efault)
+/* err: each request must fail with it; EFAULT: into an unmapped buffer, EBADF: fd 999 */
+static void async_io(const char *op, const char *path, long bytes, long chunk, int err)
 {
-	struct async_job j = { .op = op, .bytes = bytes, .chunk = chunk, .efault = efault };
+	struct async_job j = { .op = op, .bytes = bytes, .chunk = chunk, .err = err };
 
 	j.writing = strstr(op, "write") != NULL;
-	j.fd = open(path, j.writing ? O_WRONLY | O_CREAT | O_TRUNC : O_RDONLY, 0644);
+	j.fd = err == EBADF ? 999 :
+			      open(path, j.writing ? O_WRONLY | O_CREAT | O_TRUNC : O_RDONLY, 0644);
 	if (j.fd < 0)
 		die(op, path);
 	if (chunk <= 0 || chunk > (long)sizeof(buf))
 		die(op, "bad chunk");
-	j.nreq = efault ? bytes : (bytes + chunk - 1) / chunk;
-	if (efault) {
+	j.nreq = err ? bytes : (bytes + chunk - 1) / chunk;
+	if (err)
 		j.bytes = j.nreq * chunk;
-		j.dst = unmapped;
-	} else {
-		j.dst = buf;
-	}
+	j.dst = err == EFAULT ? unmapped : buf;
 	if (!strncmp(op, "aio", 3))
 		aio_run(&j);
 	else
 		uring_run(&j);
-	close(j.fd);
+	if (err != EBADF)
+		close(j.fd);
 }
 
 static void *drain(void *arg)
@@ -525,10 +532,10 @@ static void *drain(void *arg)
 }
 
 /* sendfile, copyrange, splice and sendsock (dst NULL): see the top */
-static void transfer(const char *op, const char *src, const char *dst, long chunk)
+static void transfer(const char *op, const char *src, const char *dst, long chunk, int expect)
 {
 	int in = open(src, O_RDONLY), out, p[2], sv[2];
-	long done = 0, n, m, size, in_calls = 0, out_calls = 0;
+	long done = 0, n, m, size, in_calls = 0, out_calls = 0, failed = 0;
 	pthread_t reader;
 	struct stat st;
 
@@ -538,8 +545,9 @@ static void transfer(const char *op, const char *src, const char *dst, long chun
 	if (dst) {
 		out = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	} else {
-		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) ||
-		    pthread_create(&reader, NULL, drain, &sv[1]))
+		/* sendagain: a non-blocking socket nobody reads, until it is full */
+		if (socketpair(AF_UNIX, SOCK_STREAM | (expect ? SOCK_NONBLOCK : 0), 0, sv) ||
+		    (!expect && pthread_create(&reader, NULL, drain, &sv[1])))
 			die(op, "socketpair");
 		out = sv[0];
 	}
@@ -560,6 +568,10 @@ static void transfer(const char *op, const char *src, const char *dst, long chun
 		} else {
 			n = sendfile(out, in, NULL, chunk);
 		}
+		if (n < 0 && expect && errno == expect) {
+			failed++;
+			break;
+		}
 		if (n <= 0)
 			die(op, "short transfer");
 		done += n;
@@ -568,13 +580,16 @@ static void transfer(const char *op, const char *src, const char *dst, long chun
 	}
 	close(out);
 	if (!dst) {
-		shutdown(sv[1], SHUT_WR);
-		pthread_join(reader, NULL);
+		if (!expect)
+			pthread_join(reader, NULL);
 		close(sv[1]);
 	}
 	close(in);
-	/* the calls that read the file, and those that wrote to the other side */
-	printf("%s: %ld bytes in %ld calls out %ld calls\n", op, done, in_calls, out_calls);
+	if (expect && !failed)
+		die(op, "the expected error never came");
+	/* the calls that read the file, those that wrote to the other side, and the failed one */
+	printf("%s: %ld bytes in %ld calls out %ld calls failed %ld\n", op, done, in_calls,
+	       out_calls, failed);
 }
 
 static void run(char *spec)
@@ -596,15 +611,31 @@ static void run(char *spec)
 		   !strcmp(f[0], "uringread") || !strcmp(f[0], "uringwrite")) {
 		if (nf != 4)
 			die(f[0], "needs PATH:BYTES:CHUNK");
-		async_io(f[0], f[1], num(f[2], f[0]), num(f[3], f[0]), false);
+		async_io(f[0], f[1], num(f[2], f[0]), num(f[3], f[0]), 0);
 	} else if ((!strcmp(f[0], "aioefault") || !strcmp(f[0], "uringefault")) && nf == 3) {
-		async_io(f[0], f[1], num(f[2], f[0]), 16, true);
+		async_io(f[0], f[1], num(f[2], f[0]), 16, EFAULT);
+	} else if (!strcmp(f[0], "uringebadf") && nf == 2) {
+		async_io(f[0], NULL, num(f[1], f[0]), 16, EBADF);
 	} else if ((!strcmp(f[0], "sendfile") || !strcmp(f[0], "copyrange") ||
 		    !strcmp(f[0], "splice")) &&
 		   nf == 4) {
-		transfer(f[0], f[1], f[2], num(f[3], f[0]));
+		transfer(f[0], f[1], f[2], num(f[3], f[0]), 0);
+	} else if (!strcmp(f[0], "sendfull") && nf == 4) {
+		transfer(f[0], f[1], f[2], num(f[3], f[0]), ENOSPC);
 	} else if (!strcmp(f[0], "sendsock") && nf == 3) {
-		transfer(f[0], f[1], NULL, num(f[2], f[0]));
+		transfer(f[0], f[1], NULL, num(f[2], f[0]), 0);
+	} else if (!strcmp(f[0], "sendagain") && nf == 3) {
+		transfer(f[0], f[1], NULL, num(f[2], f[0]), EAGAIN);
+	} else if (!strcmp(f[0], "copyebadf") && nf == 3) {
+		fd = open(f[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0)
+			die("copyebadf", f[1]);
+		for (i = num(f[2], f[0]); i > 0; i--)
+			if (syscall(SYS_copy_file_range, 999, NULL, fd, NULL, 16, 0) != -1 ||
+			    errno != EBADF)
+				die("copyebadf",
+				    "copy_file_range from fd 999 did not fail with EBADF");
+		close(fd);
 	} else if (!strcmp(f[0], "sendebadf") && nf == 2) {
 		for (i = num(f[1], f[0]); i > 0; i--)
 			if (sendfile(1, 999, NULL, 16) != -1 || errno != EBADF)

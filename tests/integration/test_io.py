@@ -488,46 +488,68 @@ def test_async_exact(world, agent, cleanup):
         exp.add(label, mnt, "read_calls", 7)
         exp.add(label, mnt, "read_errors", 7)
         exp.add(label, mnt, "op_open", 2)
-    iowork(cg, *ops)
-    m = settle(agent, lambda m: check_ok(exp, m, world.fstypes))
-    exp.check(m, world.fstypes)
+    # an io_uring read of an fd not open: its request has no file; an error on no mount
+    ops.append("uringebadf:5")
+    exp.add(label, "none", "read_calls", 5)
+    exp.add(label, "none", "read_errors", 5)
+    out = iowork(cg, *ops)
+    # AIO reaping calls that returned several events each (bpf_loop), not only single ones
+    for line in out.splitlines():
+        w = line.split()  # "aioread: 5 requests, 3 reaping calls"
+        if w[0].startswith("aio") and w[0] != "aioefault:":
+            assert int(w[3]) < int(w[1]), f"no call reaped several events: {line}"
+    fst = dict(world.fstypes, none="none")
+    m = settle(agent, lambda m: check_ok(exp, m, fst))
+    exp.check(m, fst)
     # no read or write syscall touched these mounts (only iowork's join of its cgroup, on
     # cgroupfs): no latency observations
     for mnt in exp.c:
         timed = select(m, "plumb_io_latency_seconds_count", cgroup=label, mount=mnt[1])
         assert not timed, f"completions timed: {timed}"
-    for reason in ("aio_unreadable", "aio_fd_closed", "uring_no_file"):
+    for reason in ("aio_unreadable", "aio_fd_closed", "uring_no_file", "aio_batch_cap"):
         assert value(m, "plumb_events_lost_total", module="io", reason=reason) == 0, reason
 
 
 def test_transfers(world, agent, cleanup):
     """sendfile, copy_file_range and splice: a read call on the input file's mount and a write
     call on the output file's, with the bytes moved; a socket or pipe side is not counted; a
-    failed call is one error."""
+    failed call is one error on the side that failed: none for a full non-blocking socket
+    (EAGAIN), a write error for a full file system (ENOSPC), a read error on no mount for a
+    closed input fd (EBADF, from sendfile and from copy_file_range: the fd order)."""
     cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/transfers")
+    small = os.path.join(world.base, "small")
+    mount_tmpfs(cleanup, small, size_mb=1)
     exp = Expect()
-    size = 300001
-    src = os.path.join(world.ext4, "xfer-src")
-    iowork(cg, f"write:{src}:{size}:65536")
+    size, big = 300001, 2 << 20
+    src, src2 = (os.path.join(world.ext4, n) for n in ("xfer-src", "xfer-big"))
+    iowork(cg, f"write:{src}:{size}:65536", f"write:{src2}:{big}:1048576")
     add_rw(exp, label, world.ext4, "write", size, 65536)
-    jobs = [("sendfile", world.tmpfs, 65536), ("copyrange", world.ext4, 100000),
-            ("splice", "/", 65536), ("sendsock", None, 65536)]
-    ops = [f"{op}:{src}:{world.dir_of(mnt)}/xfer-{op}:{chunk}" if mnt else
-           f"{op}:{src}:{chunk}" for op, mnt, chunk in jobs] + ["sendebadf:3"]
+    add_rw(exp, label, world.ext4, "write", big, 1048576)
+    jobs = [("sendfile", src, world.tmpfs, 65536), ("copyrange", src, world.ext4, 100000),
+            ("splice", src, "/", 65536), ("sendsock", src, None, 65536),
+            ("sendagain", src2, None, 65536), ("sendfull", src2, small, 65536)]
+    ops = [f"{op}:{f}:{world.dir_of(mnt)}/xfer-{op}:{chunk}" if mnt else f"{op}:{f}:{chunk}"
+           for op, f, mnt, chunk in jobs]
+    ops += ["sendebadf:3", f"copyebadf:{world.tmpfs}/xfer-ebadf:2"]
     out = iowork(cg, *ops).splitlines()
-    for (op, mnt, chunk), line in zip(jobs, out):
-        w = line.split()  # "OP: B bytes in I calls out O calls"
-        assert w[0] == op + ":" and int(w[1]) == size, line
-        exp.add(label, world.ext4, "read_bytes", size)
-        exp.add(label, world.ext4, "read_calls", int(w[4]))
+    for (op, f, mnt, chunk), line in zip(jobs, out):
+        w = line.split()  # "OP: B bytes in I calls out O calls failed F"
+        moved, n_in, n_out, failed = int(w[1]), int(w[4]), int(w[7]), int(w[10])
+        assert w[0] == op + ":" and (moved == size or op in ("sendagain", "sendfull")), line
+        assert failed == (op in ("sendagain", "sendfull")), line
+        exp.add(label, world.ext4, "read_bytes", moved)
+        exp.add(label, world.ext4, "read_calls", n_in)  # EAGAIN: not counted
         exp.add(label, world.ext4, "op_open")
         if mnt:
-            exp.add(label, mnt, "write_bytes", size)
-            exp.add(label, mnt, "write_calls", int(w[7]))
+            exp.add(label, mnt, "write_bytes", moved)
+            exp.add(label, mnt, "write_calls", n_out + failed)
+            exp.add(label, mnt, "write_errors", failed)  # ENOSPC: the output's
             exp.add(label, mnt, "op_create")
-    exp.add(label, "none", "read_calls", 3)
-    exp.add(label, "none", "read_errors", 3)
+    exp.add(label, "none", "read_calls", 3 + 2)
+    exp.add(label, "none", "read_errors", 3 + 2)
+    exp.add(label, world.tmpfs, "op_create")
     fst = dict(world.fstypes, none="none")
+    fst[small] = "tmpfs"
     m = settle(agent, lambda m: check_ok(exp, m, fst))
     exp.check(m, fst)
 
