@@ -36,6 +36,7 @@ enum io_lost_reason {
 	IO_LOST_AIO_FD_CLOSED, /* an AIO completion whose fd was closed since it was submitted */
 	IO_LOST_URING_NO_FILE, /* an io_uring read or write completion with no file */
 	IO_LOST_AIO_BATCH_CAP, /* AIO events past the most one io_getevents() exit counts */
+	IO_LOST_URING_OVERFLOW, /* an io_uring completion that overflowed its ring (6.3+) */
 	IO_LOST_REASONS,
 };
 

@@ -701,7 +701,7 @@ static void io_health(struct plumb_module *m, struct module_health *h)
 	static const char *const reasons[IO_LOST_REASONS] = { "stats_map_full", "ringbuf_full",
 							      "args_unknown",	"aio_unreadable",
 							      "aio_fd_closed",	"uring_no_file",
-							      "aio_batch_cap" };
+							      "aio_batch_cap",	"uring_overflow" };
 	uint64_t lost[IO_LOST_REASONS];
 	struct cgroup_cache_stats cg;
 	struct mount_cache_stats mnt;
@@ -857,6 +857,22 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 						   "off: no io_uring_complete tracepoint here");
 			} else {
 				module_attach_note(m, sec, name, "chosen: io_uring reads, writes");
+				ncompletion++;
+			}
+			continue;
+		}
+		if (!strcmp(name, "uring_overflow")) {
+			/* with uring_complete: what overflows is not traced as completed */
+			if (!kernel_has(FEAT_TP_BTF) || tracepoint_btf_args(point) < 0 ||
+			    !tracepoint_btf_arg_is_ptr("io_uring_complete", 1) ||
+			    !btf_struct_has("io_kiocb", "cqe")) {
+				bpf_program__set_autoload(prog, false);
+				module_attach_note(m, sec, name,
+						   "off: no io_uring tracepoints here");
+			} else {
+				module_attach_note(
+					m, sec, name,
+					"chosen: overflowed io_uring completions, as lost");
 				ncompletion++;
 			}
 			continue;

@@ -41,6 +41,8 @@
  *                            must complete with -EFAULT
  *   uringebadf:N             N io_uring reads of fd 999, not open: each must complete with
  *                            -EBADF
+ *   uringoverflow:PATH       24 io_uring reads of 1000 bytes of PATH, 16 of whose completions
+ *                            overflow the ring before they are reaped
  *   sendfile:SRC:DST:CHUNK   copy all of SRC to DST (created) by sendfile() of CHUNK a call;
  *   copyrange:SRC:DST:CHUNK  by copy_file_range(); splice:SRC:DST:CHUNK: by splice() from SRC
  *                            into a pipe and from the pipe into DST (two calls a chunk)
@@ -400,13 +402,13 @@ struct uring {
 	struct io_uring_cqe *cqes;
 };
 
-static void uring_open(struct uring *r, const char *op)
+static void uring_open(struct uring *r, const char *op, unsigned int entries)
 {
 	struct io_uring_params p;
 	char *sq, *cq;
 
 	memset(&p, 0, sizeof(p));
-	r->fd = syscall(SYS_io_uring_setup, ASYNC_DEPTH, &p);
+	r->fd = syscall(SYS_io_uring_setup, entries, &p);
 	if (r->fd < 0)
 		die(op, "io_uring_setup");
 	sq = mmap(NULL, p.sq_off.array + p.sq_entries * sizeof(unsigned int),
@@ -437,7 +439,7 @@ static void uring_run(struct async_job *j)
 	long next = 0, batch, reaped = 0;
 	unsigned int tail, head;
 
-	uring_open(&r, j->op);
+	uring_open(&r, j->op, ASYNC_DEPTH);
 	/*
 	 * READ_FIXED needs a registered buffer, and 6.1 registers only anonymous memory (buf's
 	 * first page may share its mapping with .data): a mapping of its own, the dst of every
@@ -496,6 +498,56 @@ static void uring_run(struct async_job *j)
 	close(r.fd);
 	munmap(reg.iov_base, reg.iov_len);
 	printf("%s: %ld requests\n", j->op, reaped);
+}
+
+/*
+ * uringoverflow: a ring of 4 entries (8 completion slots), 6 rounds of 4 reads of 1000 bytes
+ * submitted with none reaped (24 completions: 16 overflow the ring, kept by the kernel
+ * until there is room), then all reaped; each must read 1000 bytes
+ */
+static void uring_overflow(const char *path)
+{
+	struct uring r;
+	unsigned int tail, head;
+	long got = 0;
+	int fd = open(path, O_RDONLY);
+
+	if (fd < 0)
+		die("uringoverflow", path);
+	uring_open(&r, "uringoverflow", 4);
+	for (int round = 0; round < 6; round++) {
+		tail = *r.sq_tail;
+		for (int i = 0; i < 4; i++, tail++) {
+			unsigned int idx = tail & *r.sq_mask;
+			struct io_uring_sqe *sqe = &r.sqes[idx];
+
+			memset(sqe, 0, sizeof(*sqe));
+			sqe->opcode = IORING_OP_READ;
+			sqe->fd = fd;
+			sqe->addr = (unsigned long)buf;
+			sqe->len = 1000;
+			r.sq_array[idx] = idx;
+		}
+		__atomic_store_n(r.sq_tail, tail, __ATOMIC_RELEASE);
+		if (syscall(SYS_io_uring_enter, r.fd, 4, 0, 0, NULL, 0) != 4)
+			die("uringoverflow", "io_uring_enter");
+	}
+	alarm(20); /* a completion that never comes: killed, not hung */
+	while (got < 24) {
+		head = *r.cq_head;
+		for (; head != __atomic_load_n(r.cq_tail, __ATOMIC_ACQUIRE); head++, got++)
+			if (r.cqes[head & *r.cq_mask].res != 1000)
+				die("uringoverflow", "a read did not return 1000 bytes");
+		__atomic_store_n(r.cq_head, head, __ATOMIC_RELEASE);
+		/* moves what overflowed into the room made, and waits for one if none is there */
+		if (got < 24 &&
+		    syscall(SYS_io_uring_enter, r.fd, 0, 1, IORING_ENTER_GETEVENTS, NULL, 0) < 0)
+			die("uringoverflow", "io_uring_enter");
+	}
+	alarm(0);
+	close(r.fd);
+	close(fd);
+	printf("uringoverflow: 24 requests\n");
 }
 
 /* err: each request must fail with it; EFAULT: into an unmapped buffer, EBADF: fd 999 */
@@ -614,6 +666,8 @@ static void run(char *spec)
 		async_io(f[0], f[1], num(f[2], f[0]), num(f[3], f[0]), 0);
 	} else if ((!strcmp(f[0], "aioefault") || !strcmp(f[0], "uringefault")) && nf == 3) {
 		async_io(f[0], f[1], num(f[2], f[0]), 16, EFAULT);
+	} else if (!strcmp(f[0], "uringoverflow") && nf == 2) {
+		uring_overflow(f[1]);
 	} else if (!strcmp(f[0], "uringebadf") && nf == 2) {
 		async_io(f[0], NULL, num(f[1], f[0]), 16, EBADF);
 	} else if ((!strcmp(f[0], "sendfile") || !strcmp(f[0], "copyrange") ||

@@ -510,6 +510,30 @@ def test_async_exact(world, agent, cleanup):
         assert value(m, "plumb_events_lost_total", module="io", reason=reason) == 0, reason
 
 
+def test_uring_overflow(world, agent, cleanup):
+    """io_uring completions that overflow a full ring are not traced as completed (6.1, 6.12,
+    6.18): each is counted as lost (uring_overflow), and counted and lost add up to the 24
+    reads made, 16 of which overflowed."""
+    cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/overflow")
+    f = os.path.join(world.tmpfs, "overflow-src")
+    lab = dict(cgroup=label, mount=world.tmpfs)
+    iowork(cg, f"write:{f}:5000:5000")
+    lost = value(agent.metrics(), "plumb_events_lost_total", module="io",
+                 reason="uring_overflow")
+    iowork(cg, f"uringoverflow:{f}")
+
+    def done(m):
+        return value(m, "plumb_io_read_calls_total", **lab) + value(
+            m, "plumb_events_lost_total", module="io", reason="uring_overflow") - lost >= 24
+
+    m = settle(agent, done)
+    calls = value(m, "plumb_io_read_calls_total", **lab)
+    gone = value(m, "plumb_events_lost_total", module="io", reason="uring_overflow") - lost
+    assert calls + gone == 24, f"{calls:.0f} counted + {gone:.0f} lost, not 24"
+    assert value(m, "plumb_io_read_bytes_total", **lab) == 1000 * calls, "bytes"
+    print(f"  {calls:.0f} counted, {gone:.0f} overflowed and counted as lost")
+
+
 def test_transfers(world, agent, cleanup):
     """sendfile, copy_file_range and splice: a read call on the input file's mount and a write
     call on the output file's, with the bytes moved; a socket or pipe side is not counted; a
@@ -930,6 +954,8 @@ def main():
                          ("io: AIO and io_uring exact at completion", test_async_exact),
                          ("io: fio's libaio and io_uring engines", test_fio_async),
                          ("io: sendfile, copy_file_range, splice", test_transfers),
+                         ("io: io_uring completions that overflow the ring",
+                          test_uring_overflow),
                          ("io: workload names from real cgroup layouts", test_workload_labels),
                          ("io: a mount only another namespace sees", test_mount_namespace),
                          ("io: a 20 ms read in the right latency bucket", test_latency_value),

@@ -165,8 +165,8 @@ def test_absent_syscall(cleanup):
 
 def test_completion_programs(cleanup):
     """AIO's completions need bpf_task_pt_regs and bpf_loop, io_uring's a tracepoint with its
-    request in BTF: without them those programs alone are off, with the reason, and io is
-    up."""
+    request in BTF (and its overflows' program goes with it): without them those programs
+    alone are off, with the reason, and io is up."""
     aio = ("syscalls/sys_exit_io_getevents", "syscalls/sys_exit_io_pgetevents")
     rc, rows, verdicts, out = check_table("--modules", "io")
     assert rc == 0, out
@@ -174,7 +174,10 @@ def test_completion_programs(cleanup):
         assert rows[p][1] == "attached: AIO completions", out
     assert rows["tp_btf/io_uring_complete"] == ("uring_complete",
                                                 "attached: io_uring reads, writes"), out
-    assert "3 for AIO/io_uring completions" in verdicts["io"], out
+    # overflowed completions, counted as lost (test_io's test_uring_overflow)
+    assert rows["tp_btf/io_uring_cqe_overflow"] == (
+        "uring_overflow", "attached: overflowed io_uring completions, as lost"), out
+    assert "4 for AIO/io_uring completions" in verdicts["io"], out
     for hide, why in (("bpf_loop", "off: needs bpf_loop"),
                       ("task_pt_regs", "off: needs task_pt_regs")):
         rc, rows, verdicts, out = check_table("--modules", "io", PLUMB_TEST_HIDE=hide)
@@ -186,6 +189,7 @@ def test_completion_programs(cleanup):
     assert rc == 0, out
     assert rows["tp_btf/io_uring_complete"][1] == "off: no io_uring_complete tracepoint here", \
         out
+    assert rows["tp_btf/io_uring_cqe_overflow"][1].startswith("off"), out
     assert "2 for AIO/io_uring completions" in verdicts["io"], out
 
 
