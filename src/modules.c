@@ -10,6 +10,7 @@
 #include <bpf/libbpf.h>
 
 #include "clock.h"
+#include "log.h"
 #include "plumb.h"
 
 struct plumb_module *plumb_modules[] = {
@@ -195,8 +196,12 @@ void module_attach_note(struct plumb_module *m, const char *point, const char *p
 	struct attach_choice *c;
 	va_list ap;
 
-	if (m->nattach >= MODULE_MAX_ATTACH)
+	if (m->nattach >= MODULE_MAX_ATTACH) {
+		/* a table that lies by omission is worse than a warning: raise the limit */
+		log_print(LOG_WARN, "module %s: attach point %s left out of --check's table (%d)",
+			  m->name, point, MODULE_MAX_ATTACH);
 		return;
+	}
 	c = &m->attach[m->nattach++];
 	snprintf(c->point, sizeof(c->point), "%s", point);
 	snprintf(c->program, sizeof(c->program), "%s", program ? program : "");
