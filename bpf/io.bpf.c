@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * io: bytes, calls, errors and latency of file I/O per (cgroup, mount), from syscall
- * tracepoints only.
+ * io: bytes, calls, errors and latency of file I/O per (cgroup, mount), from tracepoints
+ * only: syscalls', and io_uring's completions.
  *
  * Hot path (see DESIGN.md "The hot path"; measured by bench/hotpath.c): the exit program
  * does the work. It reads the fd from the saved user registers (bpf_task_pt_regs) instead of

@@ -800,7 +800,7 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 	static const enum kernel_feature required[] = { FEAT_SYSCALL_TRACEPOINTS, FEAT_RINGBUF,
 							FEAT_CURRENT_TASK_BTF };
 	const char *test_tp = getenv("PLUMB_TEST_REQUIRE_TRACEPOINT");
-	bool args_at_enter = false, latency = cfg->io_latency, windows;
+	bool args_at_enter = false, latency = cfg->io_latency, windows, uring;
 	unsigned int nexit = 0, nenter = 0, nabsent = 0, ncompletion = 0;
 	const char *why_latency = "";
 	struct bpf_program *prog;
@@ -829,6 +829,12 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 	 */
 	windows =
 		latency && !args_at_enter && cfg->io_latency_sample > 1 && kernel_has(FEAT_TP_BTF);
+	/*
+	 * io_uring: its completion tracepoint passing the request as argument 1 (6.1 has it; 5.15
+	 * had user_data there), the request holding its result in cqe
+	 */
+	uring = kernel_has(FEAT_TP_BTF) && tracepoint_btf_arg_is_ptr("io_uring_complete", 1) &&
+		btf_struct_has("io_kiocb", "cqe");
 	/* test-only: a required tracepoint that no kernel has */
 	if (test_tp && *test_tp) {
 		char point[64];
@@ -847,32 +853,19 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 		const char *syscall = strchr(name, '_') + 1, *point = strchr(sec, '/') + 1;
 		char exit_tp[64];
 
-		if (!strcmp(name, "uring_complete")) { /* io_uring's completions, tp_btf */
-			/* its request as argument 1 (6.1 has it; 5.15 had user_data there), its
-			 * result in req->cqe */
-			if (!kernel_has(FEAT_TP_BTF) || !tracepoint_btf_arg_is_ptr(point, 1) ||
-			    !btf_struct_has("io_kiocb", "cqe")) {
-				bpf_program__set_autoload(prog, false);
-				module_attach_note(m, sec, name,
-						   "off: no io_uring_complete tracepoint here");
-			} else {
-				module_attach_note(m, sec, name, "chosen: io_uring reads, writes");
-				ncompletion++;
-			}
-			continue;
-		}
-		if (!strcmp(name, "uring_overflow")) {
-			/* with uring_complete: what overflows is not traced as completed */
-			if (!kernel_has(FEAT_TP_BTF) || tracepoint_btf_args(point) < 0 ||
-			    !tracepoint_btf_arg_is_ptr("io_uring_complete", 1) ||
-			    !btf_struct_has("io_kiocb", "cqe")) {
+		if (!strcmp(name, "uring_complete") || !strcmp(name, "uring_overflow")) {
+			/* the overflows' tracepoint has no request: only beside uring_complete */
+			bool overflow = !strcmp(name, "uring_overflow");
+
+			if (!uring || (overflow && tracepoint_btf_args(point) < 0)) {
 				bpf_program__set_autoload(prog, false);
 				module_attach_note(m, sec, name,
 						   "off: no io_uring tracepoints here");
 			} else {
 				module_attach_note(
-					m, sec, name,
-					"chosen: overflowed io_uring completions, as lost");
+					m, sec, name, "chosen: %s",
+					overflow ? "overflowed io_uring completions, as lost" :
+						   "io_uring reads, writes");
 				ncompletion++;
 			}
 			continue;

@@ -41,6 +41,9 @@
  *                            must complete with -EFAULT
  *   uringebadf:N             N io_uring reads of fd 999, not open: each must complete with
  *                            -EBADF
+ *   aiodrops:PATH            AIO reads of 16 bytes of PATH the io module cannot count: 5000
+ *                            reaped by one call (904 past its cap), 3 with their iocbs
+ *                            unmapped before reaping, 2 with their fd closed before reaping
  *   uringoverflow:PATH       24 io_uring reads of 1000 bytes of PATH, 16 of whose completions
  *                            overflow the ring before they are reaped
  *   sendfile:SRC:DST:CHUNK   copy all of SRC to DST (created) by sendfile() of CHUNK a call;
@@ -550,6 +553,65 @@ static void uring_overflow(const char *path)
 	printf("uringoverflow: 24 requests\n");
 }
 
+/* AIO reads of 16 bytes of fd, their iocbs in cb, submitted at once */
+static void aio_submit_reads(aio_context_t ctx, struct iocb *cb, long n, int fd)
+{
+	struct iocb **p = calloc(n, sizeof(*p));
+
+	if (!p)
+		die("aiodrops", "calloc");
+	for (long i = 0; i < n; i++) {
+		memset(&cb[i], 0, sizeof(cb[i]));
+		cb[i].aio_lio_opcode = IOCB_CMD_PREAD;
+		cb[i].aio_fildes = fd;
+		cb[i].aio_buf = (unsigned long)buf;
+		cb[i].aio_nbytes = 16;
+		p[i] = &cb[i];
+	}
+	if (syscall(SYS_io_submit, ctx, n, p) != n)
+		die("aiodrops", "io_submit");
+	free(p);
+}
+
+/* reaps exactly n events in one io_getevents() */
+static void aio_reap_all(aio_context_t ctx, long n)
+{
+	struct io_event *ev = calloc(n, sizeof(*ev));
+
+	if (!ev || syscall(SYS_io_getevents, ctx, n, n, ev, NULL) != n)
+		die("aiodrops", "io_getevents");
+	free(ev);
+}
+
+/*
+ * aiodrops: what the io module cannot count, made on purpose. 5000 reads reaped by one
+ * io_getevents() (past its 4,096 a call); 3 whose iocbs are unmapped before they are reaped
+ * (the kernel no longer needs them); 2 whose fd is closed before they are reaped.
+ */
+static void aio_drops(const char *path)
+{
+	aio_context_t ctx = 0;
+	struct iocb *cb = calloc(5000, sizeof(*cb)), *lone;
+	int fd = open(path, O_RDONLY);
+
+	if (fd < 0 || !cb || syscall(SYS_io_setup, 5000, &ctx))
+		die("aiodrops", path);
+	aio_submit_reads(ctx, cb, 5000, fd);
+	aio_reap_all(ctx, 5000);
+	lone = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (lone == MAP_FAILED)
+		die("aiodrops", "mmap");
+	aio_submit_reads(ctx, lone, 3, fd);
+	munmap(lone, 4096);
+	aio_reap_all(ctx, 3);
+	aio_submit_reads(ctx, cb, 2, fd);
+	close(fd);
+	aio_reap_all(ctx, 2);
+	syscall(SYS_io_destroy, ctx);
+	free(cb);
+	printf("aiodrops: 5000 + 3 + 2 requests\n");
+}
+
 /* err: each request must fail with it; EFAULT: into an unmapped buffer, EBADF: fd 999 */
 static void async_io(const char *op, const char *path, long bytes, long chunk, int err)
 {
@@ -666,6 +728,8 @@ static void run(char *spec)
 		async_io(f[0], f[1], num(f[2], f[0]), num(f[3], f[0]), 0);
 	} else if ((!strcmp(f[0], "aioefault") || !strcmp(f[0], "uringefault")) && nf == 3) {
 		async_io(f[0], f[1], num(f[2], f[0]), 16, EFAULT);
+	} else if (!strcmp(f[0], "aiodrops") && nf == 2) {
+		aio_drops(f[1]);
 	} else if (!strcmp(f[0], "uringoverflow") && nf == 2) {
 		uring_overflow(f[1]);
 	} else if (!strcmp(f[0], "uringebadf") && nf == 2) {

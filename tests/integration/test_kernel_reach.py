@@ -187,8 +187,7 @@ def test_completion_programs(cleanup):
         assert rows["tp_btf/io_uring_complete"][1].startswith("attached"), out
     rc, rows, verdicts, out = check_table("--modules", "io", PLUMB_TEST_HIDE="io_uring_complete")
     assert rc == 0, out
-    assert rows["tp_btf/io_uring_complete"][1] == "off: no io_uring_complete tracepoint here", \
-        out
+    assert rows["tp_btf/io_uring_complete"][1] == "off: no io_uring tracepoints here", out
     assert rows["tp_btf/io_uring_cqe_overflow"][1].startswith("off"), out
     assert "2 for AIO/io_uring completions" in verdicts["io"], out
 
