@@ -6,7 +6,18 @@
  *
  * A waiter thread blocks ROUNDS times on one resource of KIND; each time the main thread
  * sleeps MS (nanosleep: a sleep, no wait kind) and then releases it without blocking itself.
- * The waiter measures each blocking call with CLOCK_MONOTONIC around it.
+ * The time the waiter was blocked is known within two bounds, both printed (sums over the
+ * rounds, CLOCK_MONOTONIC):
+ *   blocked  at least: each call's wall time less the waiter's time on a CPU and queued for
+ *            one inside it (/proc/thread-self/schedstat). The wall time alone also holds the
+ *            run-queue delay after each wakeup, which an emulated guest stretches to tens of
+ *            milliseconds, and a stall of the guest while the waiter ran counts as run time.
+ *            The bound is low when the kernel counts blocked time as run time: a wakeup that
+ *            preempts a busy CPU (--miss) can start the waiter's run on an rq clock one tick
+ *            old (3.5 ms of "run" inside a 30 ms wait that the release ended 0.05 ms before
+ *            the call returned, seen on 6.18).
+ *   until    at most: from each call's start to main's return from the release, or the wall
+ *            time less the queued time if that is less.
  *
  *   pipe          read(2) of one byte from a pipe; released by a write of one byte
  *   futex         FUTEX_WAIT_PRIVATE on a word; released by FUTEX_WAKE_PRIVATE
@@ -29,13 +40,11 @@
  * started with PLUMB_TEST_MISS_SWITCH_IN does not close (bpf/sched.bpf.c fault_thread());
  * without --spin it then shares a CPU with a spinning thread of the process (main runs on
  * another) and spins for MISS_SPIN_MS after each wait, long enough to be preempted before it
- * blocks again; its blocked time then leaves out its run delay in each wait (schedstat), the
- * time its wakeup waited for the CPU the spinning thread held. With --migrate each wakeup is
- * migrated while it is queued: the waiter blocks on the first CPU the process may use, a
- * SCHED_FIFO thread then holds that CPU, main (on the second) releases the waiter, waits
- * MIGRATE_QUEUED_MS and moves the waiter to its own CPU, where it runs; the waiter's blocked
- * time leaves out its run delay, as with --miss. The line:
- *   tid=<waiter> pid=<process> blocked=<ns in the blocking calls> rounds=<ROUNDS>
+ * blocks again (each wakeup then waits for the CPU the spinning thread holds). With --migrate
+ * each wakeup is migrated while it is queued: the waiter blocks on the first CPU the process
+ * may use, a SCHED_FIFO thread then holds that CPU, main (on the second) releases the waiter,
+ * waits MIGRATE_QUEUED_MS and moves the waiter to its own CPU, where it runs. The line:
+ *   tid=<waiter> pid=<process> blocked=<ns, at least> until=<ns, at most> rounds=<ROUNDS>
  *   ino=<inode of the resource: pipe read end, server socket, memfd; 0 for futex>
  *   peer=<inode of the socket at the other end (socket, unix); 0 otherwise>
  *   addr=<the futex word's address, hex> off=<its offset in the memfd> epfd=<epoll fd>
@@ -68,7 +77,11 @@ static int fds[2], srv = -1, cli = -1, epfd = -1;
 static uint32_t *word; /* the futex word */
 static volatile int released, done; /* rounds released by main; the waiter finished */
 static volatile pid_t waiter_tid;
-static uint64_t blocked_ns;
+struct round {
+	uint64_t start, wall, run, delay; /* the waiter's call */
+	volatile uint64_t release; /* main's return from its release */
+};
+static struct round *round_of;
 static bool spin, miss, migrate;
 static volatile int hog_go, hog_spinning; /* --migrate: main asks, the hog says */
 #define SPIN_MS		  700
@@ -123,16 +136,17 @@ static void pin(int n)
 		die("sched_setaffinity");
 }
 
-/* The calling thread's run delay so far (schedstat's second field), ns. */
-static uint64_t run_delay_ns(void)
+/* The calling thread's time on a CPU and queued for one so far (schedstat), ns. */
+static void schedstat(uint64_t *run, uint64_t *delay)
 {
-	unsigned long long run, delay = 0;
+	unsigned long long r, d;
 	FILE *f = fopen("/proc/thread-self/schedstat", "re");
 
-	if (!f || fscanf(f, "%llu %llu", &run, &delay) != 2)
+	if (!f || fscanf(f, "%llu %llu", &r, &d) != 2)
 		die("/proc/thread-self/schedstat");
 	fclose(f);
-	return delay;
+	*run = r;
+	*delay = d;
 }
 
 /* --miss without --spin: keeps CPU 0 busy, without waiting, until the waiter is done */
@@ -233,19 +247,20 @@ static void *waiter(void *arg)
 			die("SCHED_FIFO");
 	}
 	for (int i = 0; i < rounds; i++) {
-		uint64_t t0, delay0 = 0;
+		struct round *r = &round_of[i];
+		uint64_t run, delay;
 
 		if (migrate)
 			pin(0); /* back from main's CPU */
 		while (released < i) /* main has not started this round's sleep yet */
 			sched_yield();
-		if ((miss && !spin) || migrate)
-			delay0 = run_delay_ns();
-		t0 = now_ns();
+		r->start = now_ns();
+		schedstat(&run, &delay);
 		wait_once(i);
-		blocked_ns += now_ns() - t0;
-		if ((miss && !spin) || migrate)
-			blocked_ns -= run_delay_ns() - delay0;
+		schedstat(&r->run, &r->delay);
+		r->wall = now_ns() - r->start;
+		r->run -= run;
+		r->delay -= delay;
 		if (miss && !spin)
 			spin_for(MISS_SPIN_MS * 1000000ull);
 	}
@@ -336,6 +351,7 @@ int main(int argc, char **argv)
 	struct stat st = { 0 }, peer = { 0 };
 	pthread_t t;
 	char path[4096];
+	uint64_t blocked_ns = 0, until_ns = 0;
 
 	if (argc > 2 && !strcmp(argv[1], "--cgroup")) {
 		FILE *f;
@@ -370,6 +386,9 @@ int main(int argc, char **argv)
 	kind = argv[1];
 	ms = atol(argv[2]);
 	rounds = atoi(argv[3]);
+	round_of = calloc(rounds > 0 ? rounds : 1, sizeof(*round_of));
+	if (!round_of)
+		die("calloc");
 	setup();
 	if ((miss && !spin) || migrate) {
 		if (allowed_cpu(1) < 0) {
@@ -395,6 +414,7 @@ int main(int argc, char **argv)
 			while (!hog_spinning)
 				sched_yield();
 			release(i); /* the waiter's wakeup queues behind the hog */
+			round_of[i].release = now_ns();
 			clock_nanosleep(CLOCK_MONOTONIC, 0, &q, NULL);
 			CPU_ZERO(&set);
 			CPU_SET(allowed_cpu(1), &set);
@@ -404,9 +424,18 @@ int main(int argc, char **argv)
 			continue;
 		}
 		release(i);
+		round_of[i].release = now_ns();
 	}
 	while (!done)
 		sched_yield();
+	for (int i = 0; i < rounds; i++) {
+		struct round *r = &round_of[i];
+		uint64_t unqueued = r->wall > r->delay ? r->wall - r->delay : 0;
+		uint64_t to_release = r->release > r->start ? r->release - r->start : 0;
+
+		blocked_ns += unqueued > r->run ? unqueued - r->run : 0;
+		until_ns += to_release < unqueued ? to_release : unqueued;
+	}
 	if (is_futex() && kind[5])
 		fstat(fds[0], &st);
 	else if (kind[0] == 'p' || kind[0] == 'e')
@@ -415,10 +444,10 @@ int main(int argc, char **argv)
 		fstat(srv, &st);
 		fstat(cli, &peer);
 	}
-	printf("tid=%d pid=%d blocked=%llu rounds=%d ino=%llu peer=%llu addr=%llx off=%d "
-	       "epfd=%d\n",
-	       waiter_tid, getpid(), (unsigned long long)blocked_ns, rounds,
-	       (unsigned long long)st.st_ino, (unsigned long long)peer.st_ino,
+	printf("tid=%d pid=%d blocked=%llu until=%llu rounds=%d ino=%llu peer=%llu addr=%llx "
+	       "off=%d epfd=%d\n",
+	       waiter_tid, getpid(), (unsigned long long)blocked_ns, (unsigned long long)until_ns,
+	       rounds, (unsigned long long)st.st_ino, (unsigned long long)peer.st_ino,
 	       (unsigned long long)(uintptr_t)word, 4096 + 8, epfd);
 	fflush(stdout);
 	for (;;)
