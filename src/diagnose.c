@@ -60,6 +60,14 @@ struct tracked {
 	double sum[2][SCHED_QUANTITIES]; /* per window (0 baseline, 1 observation): totals */
 };
 
+/* Part of a resource's series: the threads that joined in one interval (series_part_add). */
+struct series_part {
+	size_t since; /* the interval they joined in: their first counted one */
+	double *v; /* per interval: their thread-seconds per second */
+};
+
+#define SERIES_PARTS 4
+
 struct series {
 	enum diag_cause cause;
 	char key[96]; /* stable name: matched against a --baseline file */
@@ -69,7 +77,8 @@ struct series {
 	bool total; /* the sum of a cause's resources */
 	bool file; /* epoll_file_wait: a file registered in an instance (evidence, no finding) */
 	double *v; /* per interval: thread-seconds per second */
-	size_t since; /* the first interval in which every thread it has is counted */
+	struct series_part part[SERIES_PARTS]; /* a resource's: its threads by join */
+	size_t nparts;
 	double *file_base; /* --baseline: the recording's values */
 	size_t nfile;
 };
@@ -380,16 +389,43 @@ static struct series *series_get(struct diag *d, enum diag_cause cause, const ch
 }
 
 /*
- * A thread's share of a resource's series: the series' baseline starts at the latest join of
- * its threads (before that, the resource's wait was not looked for). Not for a total over
- * every tracked thread (cpu, disk, poll, "kind:*"), which keeps its whole baseline: a thread's
- * join adds its part from then on, and cutting the baseline at each join left the totals of a
- * run with a late helper thread too few intervals to find anything (a 6.12 guest's disk run).
+ * A thread's wait on a resource, in its series and in the series' part for the interval the
+ * thread joined in: that part's baseline starts there (before, the thread's waits were not
+ * looked for), and a thread that joins later leaves the earlier threads' baseline whole. A
+ * baseline cut at the latest join of any thread left a 6.12 guest's pipeline run, whose stage
+ * joined in the baseline window's last intervals, too few to name the pipe its consumer (the
+ * target, tracked from the start) waited on; the total named nothing. Past SERIES_PARTS
+ * joins, the latest part takes the later threads and its baseline starts at the latest join.
+ * Not for a total over every tracked thread (cpu, disk, poll, "kind:*"), which keeps its
+ * whole baseline: a thread's join adds its part from then on, and cutting the baseline at
+ * each join left the totals of a run with a late helper thread too few intervals to find
+ * anything (a 6.12 guest's disk run).
  */
-static void series_join(struct series *s, const struct tracked *x)
+static void series_part_add(struct diag *d, struct series *s, const struct tracked *x, double v)
 {
-	if (s->since < x->since)
-		s->since = x->since;
+	struct series_part *p = NULL;
+
+	s->v[d->nint] += v;
+	for (size_t i = 0; i < s->nparts && !p; i++)
+		if (s->part[i].since == x->since)
+			p = &s->part[i];
+	if (!p && s->nparts < SERIES_PARTS) {
+		p = &s->part[s->nparts];
+		p->v = calloc(d->max_int, sizeof(*p->v));
+		if (!p->v)
+			return;
+		p->since = x->since;
+		s->nparts++;
+	}
+	if (!p) { /* full: the latest part, from the latest join */
+		p = &s->part[0];
+		for (size_t i = 1; i < s->nparts; i++)
+			if (s->part[i].since > p->since)
+				p = &s->part[i];
+		if (p->since < x->since)
+			p->since = x->since;
+	}
+	p->v[d->nint] += v;
 }
 
 static void series_add(struct diag *d, enum diag_cause cause, const char *key, const char *resource,
@@ -558,10 +594,8 @@ static void interval_add(struct diag *d, const struct sched_thread_sample *t, si
 			s->wkey = w[i].key;
 			s->pid = cur->pid;
 		}
-		if (s) {
-			s->v[d->nint] += v;
-			series_join(s, x);
-		}
+		if (s)
+			series_part_add(d, s, x, v);
 		if (w[i].key.bri == BRI_EPOLL && v > 0)
 			epoll_files_charge(d, &w[i].key, cur->pid, v);
 		snprintf(key, sizeof(key), "%s:*", wait_kind_names[w[i].key.kind]);
@@ -598,17 +632,39 @@ static int finding_cmp(const void *a, const void *b)
 	return x->r.change < y->r.change ? 1 : x->r.change > y->r.change ? -1 : 0;
 }
 
-/* A series' observation window against its baseline (the recording's, or this run's start). */
+/* Which of two comparisons ranks first, as finding_cmp ranks findings. */
+static bool result_better(const struct diag_result *a, const struct diag_result *b)
+{
+	return a->significant != b->significant ? a->significant : a->change > b->change;
+}
+
+/*
+ * A series' observation window against its baseline: the recording's, or this run's start.
+ * A resource's series with threads that joined in different intervals: its part that ranks
+ * first, each part against the baseline from its threads' join.
+ */
 static void series_compare(struct diag *d, struct series *s, struct diag_result *r)
 {
 	double zero = 0;
+	struct diag_result pr;
 
-	if (d->o->baseline[0])
+	if (d->o->baseline[0]) {
 		diag_compare(s->nfile ? s->file_base : &zero, s->nfile ? s->nfile : 1, s->v,
 			     d->nint, r);
-	else /* the baseline from the interval all its threads are counted in */
-		diag_compare(s->v + s->since, s->since < d->nbase ? d->nbase - s->since : 0,
-			     s->v + d->nbase, d->nint - d->nbase, r);
+		return;
+	}
+	if (!s->nparts) {
+		diag_compare(s->v, d->nbase, s->v + d->nbase, d->nint - d->nbase, r);
+		return;
+	}
+	for (size_t i = 0; i < s->nparts; i++) {
+		const struct series_part *p = &s->part[i];
+
+		diag_compare(p->v + p->since, p->since < d->nbase ? d->nbase - p->since : 0,
+			     p->v + d->nbase, d->nint - d->nbase, &pr);
+		if (!i || result_better(&pr, r))
+			*r = pr;
+	}
 }
 
 static size_t findings_make(struct diag *d, struct finding **out)
@@ -1545,6 +1601,8 @@ out_unload:
 out_free:
 	for (size_t i = 0; i < d.nseries; i++) {
 		free(d.series[i].v);
+		for (size_t k = 0; k < d.series[i].nparts; k++)
+			free(d.series[i].part[k].v);
 		free(d.series[i].file_base);
 	}
 	for (int i = 0; i < 3; i++) {

@@ -102,15 +102,16 @@ class Pace:
         return (b[1] - a[1]) / (b[0] - a[0]) if b[0] > a[0] else None
 
 
-def diagnose(*target, inject=None):
+def diagnose(*target, inject=None, early=None):
     """Runs diagnose on target; inject() is called 0.5 s into its observation window (it
-    says when that starts: with -v, "observation window starts")."""
+    says when that starts: with -v, "observation window starts"), early() 1 s into its
+    baseline window (from "attached")."""
     global steal_rates, load_rates
     steal_rates, load_rates = (0.0, 0.0), None
     t0, s0 = time.monotonic(), steal_seconds()
     fd, record = tempfile.mkstemp(prefix="plumb-diag-record-", suffix=".json")
     os.close(fd)
-    pace = timer = p = None
+    pace = timer = first = p = None
     seen = []
     t1 = s1 = None
     try:
@@ -119,6 +120,9 @@ def diagnose(*target, inject=None):
                               record], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for line in p.stderr:
             seen.append(line)
+            if "attached" in line and early:
+                first = threading.Timer(1.0, early)
+                first.start()
             if "observation window starts" in line:
                 t1, s1 = time.monotonic(), steal_seconds()
                 break
@@ -130,8 +134,9 @@ def diagnose(*target, inject=None):
         if p and p.poll() is None:
             p.kill()
             p.wait()
-        if timer:
-            timer.cancel()
+        for t in (first, timer):
+            if t:
+                t.cancel()
         if pace:
             pace.stop()
         with open(record) as f:
@@ -240,9 +245,18 @@ def pipeline(cleanup):
 
 
 def scenario_pipeline(cleanup, inject):
+    """The consumer (the target) empties its full input pipe once 1 s into the baseline, so
+    that the stage, blocked on that pipe ~0.9 s/s, joins the tracked set in the baseline and
+    counts from then on. The consumer is tracked from the start, so its own waits on the pipe
+    keep their whole baseline: a 6.12 guest's run, whose stage joined that late by chance,
+    cut the pipe's baseline at the stage's join and named no pipe."""
     stage, cons = pipeline(cleanup)
     pipe = os.readlink(f"/proc/{cons.pid}/fd/0")  # pipe:[N] from the stage
-    report = diagnose("--pid", str(cons.pid), inject=usr1(stage, inject))
+    report = diagnose("--pid", str(cons.pid), inject=usr1(stage, inject),
+                      early=usr1(cons, True))
+    joined = [t for t in report["tracking"] if t["pid"] == stage.pid]
+    assert joined and all(t["counted"] for t in joined), \
+        f"the stage (pid {stage.pid}) not counted from the baseline: {report['tracking']}"
     if not inject:
         return expect_clean(report, "pipeline")
     f = expect_cause(report, "pipeline stage", pipe, "pipeline")
@@ -461,13 +475,12 @@ def test_errors():
         "kernel's task iterator shows no live thread of it (a zombie, or pids of another " \
         "pid namespace)", (r.returncode, r.stderr)
     # a write that fails at the end (a full disk): the report is printed all the same, exit 1
-    r = subprocess.run([PLUMB, "diagnose", "--pid", str(os.getpid()), "--duration", "6s",
-                        "--baseline-duration", "3s", "--record", "/dev/full", "--json"],
-                       capture_output=True, text=True, timeout=30)
+    SHORT = ("--duration", "3s", "--interval", "500ms", "--baseline-duration", "1500ms")
+    r = subprocess.run([PLUMB, "diagnose", "--pid", str(os.getpid()), *SHORT, "--record",
+                        "/dev/full", "--json"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and r.stderr.strip() == "plumb diagnose: cannot write --record " \
         "/dev/full: No space left on device", (r.returncode, r.stderr)
     assert json.loads(r.stdout)["intervals"] >= 3, r.stdout
-    SHORT = ("--duration", "3s", "--interval", "500ms", "--baseline-duration", "1500ms")
     # ... and leaves an earlier recording as it was: written under RLIMIT_FSIZE 100 (the
     # recording is ~360 bytes; in place, the earlier one was truncated and 100 bytes of the
     # new one left in its stead, a corrupt baseline)
