@@ -3,7 +3,7 @@
 #   tests/run-all.sh              unit, integration (root), then the fuzzers
 #   tests/run-all.sh unit         unit tests only
 #   tests/run-all.sh integration  integration tests only (root)
-#   tests/run-all.sh fuzz         each fuzzer for PLUMB_FUZZ_SECONDS (15) from its corpus
+#   tests/run-all.sh fuzz         each fuzzer for PLUMB_FUZZ_SECONDS (10) from its corpus
 # Exit status: 0 only when every test ran and passed.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -53,7 +53,7 @@ if [ "$what" = all ] || [ "$what" = integration ]; then
 	fi
 fi
 if [ "$what" = all ] || [ "$what" = fuzz ]; then
-	run tests/fuzz.sh "${PLUMB_FUZZ_SECONDS:-15}"
+	run tests/fuzz.sh "${PLUMB_FUZZ_SECONDS:-10}"
 fi
 echo
 echo "$passed passed, $failed failed"
