@@ -776,6 +776,31 @@ static __always_inline int open_exit(struct syscall_exit_ctx *ctx, long dirfd, c
 }
 
 /*
+ * fsync and fdatasync: an op on the mount of the file the fd holds, a regular file, a
+ * directory (fsync'd after a create or rename that must last) or a block device. A closed fd
+ * (EBADF) is an error on no mount; an fd of another kind (EINVAL: a pipe, a socket) is not
+ * counted.
+ */
+static __always_inline int fsync_exit(struct syscall_exit_ctx *ctx, long fd)
+{
+	struct file *file = fd_to_file(bpf_get_current_task_btf(), fd);
+	long ret = ctx->ret;
+	__u32 type;
+
+	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
+		return 0;
+	if (!file) {
+		if (ret < 0)
+			count_op(0, IO_OP_FSYNC, ret);
+		return 0;
+	}
+	type = file_mode_type(file);
+	if (type == S_IFREG || type == S_IFDIR || type == S_IFBLK)
+		count_op(vfsmount_id(file_mnt(file)), IO_OP_FSYNC, ret);
+	return 0;
+}
+
+/*
  * The latency windows' enter program (the default): one program on the raw sys_enter
  * tracepoint, attached only inside the windows, instead of the ten per-syscall enter
  * programs. Any perf event on a syscall's enter tracepoint hooks perf into sys_enter for
@@ -998,6 +1023,12 @@ PATH_PROGS(unlinkat, 3,
 	   path_op((long)a[0], (const char *)a[1],
 		   (a[2] & AT_REMOVEDIR) ? IO_OP_RMDIR : IO_OP_UNLINK, ctx->ret))
 PATH_PROGS(rmdir, 1, path_op(AT_FDCWD, (const char *)a[0], IO_OP_RMDIR, ctx->ret))
+/* a rename is charged to the mount of its source path (across mounts it fails, EXDEV) */
+PATH_PROGS(rename, 1, path_op(AT_FDCWD, (const char *)a[0], IO_OP_RENAME, ctx->ret))
+PATH_PROGS(renameat, 2, path_op((long)a[0], (const char *)a[1], IO_OP_RENAME, ctx->ret))
+PATH_PROGS(renameat2, 2, path_op((long)a[0], (const char *)a[1], IO_OP_RENAME, ctx->ret))
+PATH_PROGS(fsync, 1, fsync_exit(ctx, (long)a[0]))
+PATH_PROGS(fdatasync, 1, fsync_exit(ctx, (long)a[0]))
 /* fd to fd in the kernel (transfer_exit): the input and output fds */
 PATH_PROGS(sendfile64, 2, transfer_exit(ctx, (long)a[1], (long)a[0]))
 PATH_PROGS(copy_file_range, 3, transfer_exit(ctx, (long)a[0], (long)a[2]))

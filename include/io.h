@@ -24,6 +24,8 @@ enum io_op {
 	IO_OP_MKDIR,
 	IO_OP_UNLINK,
 	IO_OP_RMDIR,
+	IO_OP_FSYNC, /* fsync, fdatasync */
+	IO_OP_RENAME, /* rename, renameat, renameat2 */
 	IO_OPS,
 };
 

@@ -199,8 +199,9 @@ def io_dashboard():
                  [{"expr": f"sum by (workload, mount) ({rate(f'plumb_io_{op}_errors_total', *f)})",
                    "legend": "{{workload}} " + op + " {{mount}}"} for op in ("read", "write")],
                  "ops")
-    d.timeseries("File operations", "Successful open, create, mkdir, unlink, rmdir per second "
-                 "(plumb_io_ops_total): is the workload hammering metadata?",
+    d.timeseries("File operations", "Successful open, create, mkdir, unlink, rmdir, fsync, "
+                 "rename per second (plumb_io_ops_total): is the workload hammering metadata, "
+                 "or waiting on durability (fsync)?",
                  [{"expr": f"sum by (workload, op) ({rate('plumb_io_ops_total', *f)})",
                    "legend": "{{workload}} {{op}}"}], "ops")
     d.timeseries("Failed file operations", "Operations per second that failed "

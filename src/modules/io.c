@@ -29,7 +29,8 @@
 #include "modules/io_module.h"
 #include "io.skel.h"
 
-const char *const io_op_names[IO_OPS] = { "open", "create", "mkdir", "unlink", "rmdir" };
+const char *const io_op_names[IO_OPS] = { "open",  "create", "mkdir", "unlink",
+					  "rmdir", "fsync",  "rename" };
 const char *const io_dir_names[IO_DIRS] = { "read", "write" };
 
 #define IO_RESOLVE_RESCAN_MS 250

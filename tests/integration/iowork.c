@@ -20,6 +20,13 @@
  *   enoent:PATH:N            open() of PATH, which must not exist, N times (ENOENT)
  *   mkdir:PATH  rmdir:PATH  unlink:PATH  creat:PATH
  *   mkdirat:DIR:NAME  unlinkat:DIR:NAME  rmdirat:DIR:NAME   (relative to an open DIR)
+ *   fsync:PATH               open(O_RDONLY) PATH (a file or a directory), fsync() and
+ *                            fdatasync() it
+ *   fsyncerr:N               fsync() of a closed fd N times (EBADF), and fdatasync() of a
+ *                            pipe N times (EINVAL)
+ *   rename:OLD:NEW           rename(); renameat:DIR:OLD:NEW renameat2() with flags 0
+ *                            relative to an open DIR; exdev:OLD:NEW a rename() that must
+ *                            fail with EXDEV (across mounts)
  *   slowread:PATH:MS         one read() of 4 KiB that takes at least MS: its buffer is a
  *                            userfaultfd page that a second thread fills only after MS
  *   swapread:PATH:MS         the same, and while it waits the second thread puts a pipe on
@@ -801,6 +808,32 @@ static void run(char *spec)
 		if (r)
 			die(f[0], f[2]);
 		close(dfd);
+	} else if (!strcmp(f[0], "fsync") && nf == 2) {
+		fd = open(f[1], O_RDONLY);
+		if (fd < 0 || fsync(fd) || fdatasync(fd) || close(fd))
+			die("fsync", f[1]);
+	} else if (!strcmp(f[0], "fsyncerr") && nf == 2) {
+		int p[2];
+
+		if (pipe(p))
+			die("fsyncerr", "pipe");
+		for (i = num(f[1], f[0]); i > 0; i--)
+			if (fsync(999) != -1 || errno != EBADF || fdatasync(p[0]) != -1 ||
+			    errno != EINVAL)
+				die("fsyncerr", "fsync(999) or fdatasync of a pipe did not fail");
+		close(p[0]);
+		close(p[1]);
+	} else if (!strcmp(f[0], "rename") && nf == 3) {
+		if (rename(f[1], f[2]))
+			die("rename", f[1]);
+	} else if (!strcmp(f[0], "exdev") && nf == 3) {
+		if (rename(f[1], f[2]) != -1 || errno != EXDEV)
+			die("exdev", "rename did not fail with EXDEV");
+	} else if (!strcmp(f[0], "renameat") && nf == 4) {
+		int dfd = open(f[1], O_RDONLY | O_DIRECTORY);
+
+		if (dfd < 0 || syscall(SYS_renameat2, dfd, f[2], dfd, f[3], 0) || close(dfd))
+			die("renameat", f[2]);
 	} else if ((!strcmp(f[0], "slowread") || !strcmp(f[0], "swapread")) && nf == 3) {
 		slow_read(f[1], num(f[2], f[0]), !strcmp(f[0], "swapread"));
 	} else if (!strcmp(f[0], "stream") && nf == 4) {

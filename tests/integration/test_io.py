@@ -24,7 +24,7 @@ from lib import (Agent, Cleanup, IOWORK, PLUMB, Runner, assert_privileges_droppe
                  select, settle, sh, value)
 
 DIRS = ("read", "write")
-OPS = ("open", "create", "mkdir", "unlink", "rmdir")
+OPS = ("open", "create", "mkdir", "unlink", "rmdir", "fsync", "rename")
 
 
 class Expect:
@@ -652,6 +652,26 @@ def test_path_ops(world, agent, cleanup):
     exp.check(m, world.fstypes)
 
 
+def test_fsync_rename(world, agent, cleanup):
+    """fsync and fdatasync on the mount of their fd's file (a directory's too); renames on
+    their source's mount, also from a directory on another mount, and EXDEV as an error there;
+    fsync of a closed fd an error on no mount, fdatasync of a pipe not counted."""
+    cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/fsyncrename")
+    exp = Expect()
+    t, n, e = world.tmpfs, world.nested, world.ext4
+    iowork(cg, f"creat:{e}/fr-a", f"fsync:{e}/fr-a", f"fsync:{e}", f"rename:{e}/fr-a:{e}/fr-b",
+           f"exdev:{e}/fr-b:{n}/fr-b", f"creat:{n}/fr-x", f"renameat:{t}:nested/fr-x:nested/fr-y",
+           "fsyncerr:3", f"unlink:{e}/fr-b", f"unlink:{n}/fr-y")
+    for mnt, k, c in ((e, "op_create", 1), (e, "op_open", 2), (e, "op_fsync", 4),
+                      (e, "op_rename", 1), (e, "operr_rename", 1), (e, "op_unlink", 1),
+                      (n, "op_create", 1), (n, "op_rename", 1), (n, "op_unlink", 1),
+                      (t, "op_open", 1), ("none", "operr_fsync", 3)):
+        exp.add(label, mnt, k, c)
+    fst = dict(world.fstypes, none="none")
+    m = settle(agent, lambda m: check_ok(exp, m, fst))
+    exp.check(m, fst)
+
+
 def test_new_mount(world, agent, cleanup):
     """Path operations on a mount made after the agent started land on it at once."""
     cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/newmount")
@@ -996,6 +1016,7 @@ def main():
                          ("io: slots of removed cgroups reused, zeroed", test_slots_reused),
                          ("io: a new key shows at the next read", test_new_key_prompt),
                          ("io: path operations on the mount they touched", test_path_ops),
+                         ("io: fsync and rename on the mount they touched", test_fsync_rename),
                          ("io: a mount made after the agent started", test_new_mount),
                          ("io: removed cgroup kept for the grace period", test_cgroup_grace),
                          ("io: plumb io --json", test_io_view_json),

@@ -107,7 +107,8 @@ def test_check_matches_attached(cleanup):
 
 def test_args_at_enter_fallback(world, cleanup):
     """Without bpf_task_pt_regs (kernels before 5.15) the arguments come from the enter
-    programs: the same exact bytes, calls, errors, path operations, transfers and latency."""
+    programs: the same exact bytes, calls, errors, path operations, fsyncs and renames,
+    transfers and latency."""
     rc, rows, verdicts, out = check_table(PLUMB_TEST_HIDE="task_pt_regs")
     assert "arguments stored at enter" in verdicts["io"], out
     assert rows["syscalls/sys_enter_unlinkat"] == ("enter_unlinkat", "attached"), out
@@ -117,6 +118,7 @@ def test_args_at_enter_fallback(world, cleanup):
     test_io.test_rw_exact(world, agent, cleanup)
     test_io.test_errors(world, agent, cleanup)
     test_io.test_path_ops(world, agent, cleanup)
+    test_io.test_fsync_rename(world, agent, cleanup)
     test_io.test_transfers(world, agent, cleanup)
     test_io.test_latency_value(world, agent, cleanup)
     m = agent.metrics()
