@@ -25,7 +25,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ab import Bench  # noqa: E402
-from benchlib import Agent, Cleanup, prog_stats, require  # noqa: E402
+from benchlib import Agent, Cleanup, bpf_stats_on, prog_stats, require, stats_delta  # noqa: E402,E501
 from lib import mount_tmpfs  # noqa: E402
 
 RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "2"))
@@ -55,7 +55,6 @@ inside `io_submit()`, and `io_getevents()` returns it, where the io module count
 Then one more run of each with `kernel.bpf_stats_enabled=1` (restored): the counting
 programs' run time (bpf_stats brackets each run with two clock reads, ~45 ns here, included).
 No target in issue 2 for these; its syscall targets are in [overhead.md](overhead.md).""")
-    old_stats = None
     try:
         base = tempfile.mkdtemp(prefix="plumb-bench-", dir="/tmp")
         cleanup.add(os.rmdir, base)
@@ -98,9 +97,7 @@ No target in issue 2 for these; its syscall targets are in [overhead.md](overhea
             "4 KiB randread, tmpfs, libaio, depth 16, the AIO programs hidden",
             engine_run("libaio"), "IOPS", agent_on_no_aio, agent_off, PAIRS, interval=True)
 
-        old_stats = subprocess.run(["sysctl", "-n", "kernel.bpf_stats_enabled"], check=True,
-                                   capture_output=True, text=True).stdout.strip()
-        subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+        bpf_stats_on(cleanup)
         rows = ["| engine | program | runs | completions (fio) | ns per run | ns per completion |",
                 "|---|---|---|---|---|---|"]
         for engine in ("io_uring", "libaio"):
@@ -114,8 +111,7 @@ No target in issue 2 for these; its syscall targets are in [overhead.md](overhea
                 agent_off(c)
             ios = j["read"]["total_ios"]
             for name in PROGRAMS:
-                t = after.get(name, (0, 0))[0] - before.get(name, (0, 0))[0]
-                n = after.get(name, (0, 0))[1] - before.get(name, (0, 0))[1]
+                t, n = stats_delta(before, after, name)
                 if not n:
                     continue
                 rows.append(f"| {engine} | {name} | {n} | {ios} | {t / n:.0f} | "
@@ -127,9 +123,6 @@ No target in issue 2 for these; its syscall targets are in [overhead.md](overhea
                    " (no target).")
         bench.write()
     finally:
-        if old_stats is not None:
-            subprocess.run(["sysctl", "-q", f"kernel.bpf_stats_enabled={old_stats}"],
-                           check=False)
         cleanup.run()
 
 

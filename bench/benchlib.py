@@ -35,6 +35,21 @@ def in_cgroup(cgroup_dir, argv):
     return ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', cgroup_dir, *argv]
 
 
+def bpf_stats_on(cleanup):
+    """kernel.bpf_stats_enabled=1 until cleanup runs, which puts back what it was."""
+    old = subprocess.run(["sysctl", "-n", "kernel.bpf_stats_enabled"], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    subprocess.run(["sysctl", "-q", "kernel.bpf_stats_enabled=1"], check=True)
+    cleanup.add(subprocess.run, ["sysctl", "-q", f"kernel.bpf_stats_enabled={old}"])
+
+
+def stats_delta(before, after, name):
+    """(run time ns, runs) of program name between two prog_stats() readings."""
+    t0, n0 = before.get(name, (0, 0))
+    t1, n1 = after.get(name, (0, 0))
+    return t1 - t0, n1 - n0
+
+
 def prog_stats(pid, names):
     """{program name: (run time ns, run count)} of the programs called names that process pid
     holds (bpftool lists the holders' pids where it can), from kernel.bpf_stats_enabled."""

@@ -6,6 +6,7 @@ python3 bench/access.py
 python3 bench/hotpath.py
 python3 bench/overhead.py
 python3 bench/async.py
+python3 bench/durability.py
 python3 bench/iokeys.py
 python3 bench/accuracy.py
 python3 bench/flow.py
