@@ -395,7 +395,8 @@ static struct series *series_get(struct diag *d, enum diag_cause cause, const ch
  * baseline cut at the latest join of any thread left a 6.12 guest's pipeline run, whose stage
  * joined in the baseline window's last intervals, too few to name the pipe its consumer (the
  * target, tracked from the start) waited on; the total named nothing. Past SERIES_PARTS
- * joins, the latest part takes the later threads and its baseline starts at the latest join.
+ * join intervals, a thread of another one goes into the part of the latest, whose baseline
+ * starts at the latest join of its threads.
  * Not for a total over every tracked thread (cpu, disk, poll, "kind:*"), which keeps its
  * whole baseline: a thread's join adds its part from then on, and cutting the baseline at
  * each join left the totals of a run with a late helper thread too few intervals to find
@@ -640,13 +641,15 @@ static bool result_better(const struct diag_result *a, const struct diag_result 
 
 /*
  * A series' observation window against its baseline: the recording's, or this run's start.
- * A resource's series with threads that joined in different intervals: its part that ranks
- * first, each part against the baseline from its threads' join.
+ * A resource's series with threads that joined in different intervals: whichever ranks first
+ * of each part against the baseline from its threads' join, and the whole series against the
+ * baseline from the latest join (what one part alone would miss: a rise spread over parts).
  */
 static void series_compare(struct diag *d, struct series *s, struct diag_result *r)
 {
 	double zero = 0;
 	struct diag_result pr;
+	size_t latest = 0;
 
 	if (d->o->baseline[0]) {
 		diag_compare(s->nfile ? s->file_base : &zero, s->nfile ? s->nfile : 1, s->v,
@@ -657,13 +660,18 @@ static void series_compare(struct diag *d, struct series *s, struct diag_result 
 		diag_compare(s->v, d->nbase, s->v + d->nbase, d->nint - d->nbase, r);
 		return;
 	}
-	for (size_t i = 0; i < s->nparts; i++) {
-		const struct series_part *p = &s->part[i];
+	for (size_t i = 0; i <= s->nparts; i++) {
+		const double *v = i < s->nparts ? s->part[i].v : s->v;
+		size_t since = i < s->nparts ? s->part[i].since : latest;
 
-		diag_compare(p->v + p->since, p->since < d->nbase ? d->nbase - p->since : 0,
-			     p->v + d->nbase, d->nint - d->nbase, &pr);
+		if (i == s->nparts && s->nparts == 1)
+			break; /* one part: the whole series */
+		diag_compare(v + since, since < d->nbase ? d->nbase - since : 0, v + d->nbase,
+			     d->nint - d->nbase, &pr);
 		if (!i || result_better(&pr, r))
 			*r = pr;
+		if (latest < since)
+			latest = since;
 	}
 }
 

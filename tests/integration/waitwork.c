@@ -264,7 +264,7 @@ static void *waiter(void *arg)
 		if (miss && !spin)
 			spin_for(MISS_SPIN_MS * 1000000ull);
 	}
-	done = 1;
+	__atomic_store_n(&done, 1, __ATOMIC_RELEASE); /* round_of[] written before */
 	if (spin)
 		spin_for(SPIN_MS * 1000000ull);
 	for (;;)
@@ -426,7 +426,7 @@ int main(int argc, char **argv)
 		release(i);
 		round_of[i].release = now_ns();
 	}
-	while (!done)
+	while (!__atomic_load_n(&done, __ATOMIC_ACQUIRE))
 		sched_yield();
 	for (int i = 0; i < rounds; i++) {
 		struct round *r = &round_of[i];
