@@ -24,7 +24,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ab import Bench  # noqa: E402
-from benchlib import Agent, Cleanup, bpf_stats_on, prog_stats, require, stats_delta  # noqa: E402,E501
+from benchlib import (Agent, Cleanup, bpf_stats_on, prog_stats, require,  # noqa: E402
+                      stats_delta)
 from lib import mount_image, mount_tmpfs  # noqa: E402
 
 RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "2"))
