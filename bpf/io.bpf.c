@@ -690,6 +690,26 @@ static __always_inline void count_op(__u32 mnt_id, int op, long ret)
 }
 
 /*
+ * fsync and fdatasync, as syscalls or io_uring requests: an op on the mount of their file, a
+ * regular file, a directory (fsync'd after a create or rename that must last) or a block
+ * device. No file (a closed fd: EBADF) is an error on no mount; a file of another kind (a
+ * pipe, a socket: EINVAL) is not counted.
+ */
+static __always_inline void count_fsync(struct file *file, long ret)
+{
+	__u32 type;
+
+	if (!file) {
+		if (ret < 0)
+			count_op(0, IO_OP_FSYNC, ret);
+		return;
+	}
+	type = file_mode_type(file);
+	if (type == S_IFREG || type == S_IFDIR || type == S_IFBLK)
+		count_op(vfsmount_id(file_mnt(file)), IO_OP_FSYNC, ret);
+}
+
+/*
  * A path operation with no file to look at: mkdir, unlink, rmdir, or a failed open. A single
  * relative component ("name") is looked up in the start directory itself, so the start
  * directory's mount is the one touched; anything else may cross mounts, and user space
@@ -775,28 +795,13 @@ static __always_inline int open_exit(struct syscall_exit_ctx *ctx, long dirfd, c
 	return 0;
 }
 
-/*
- * fsync and fdatasync: an op on the mount of the file the fd holds, a regular file, a
- * directory (fsync'd after a create or rename that must last) or a block device. A closed fd
- * (EBADF) is an error on no mount; an fd of another kind (EINVAL: a pipe, a socket) is not
- * counted.
- */
 static __always_inline int fsync_exit(struct syscall_exit_ctx *ctx, long fd)
 {
-	struct file *file = fd_to_file(bpf_get_current_task_btf(), fd);
 	long ret = ctx->ret;
-	__u32 type;
 
 	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
 		return 0;
-	if (!file) {
-		if (ret < 0)
-			count_op(0, IO_OP_FSYNC, ret);
-		return 0;
-	}
-	type = file_mode_type(file);
-	if (type == S_IFREG || type == S_IFDIR || type == S_IFBLK)
-		count_op(vfsmount_id(file_mnt(file)), IO_OP_FSYNC, ret);
+	count_fsync(fd_to_file(bpf_get_current_task_btf(), fd), ret);
 	return 0;
 }
 
@@ -908,13 +913,15 @@ int exit_io_pgetevents(struct syscall_exit_ctx *ctx)
  * auxiliary CQE, which has no file). The request still holds its file then (put when the
  * request is freed, after). It counts on that file's mount, charged to the cgroup of the
  * thread posting it: the submitter (task work, polling), or one of its process's io-wq or
- * SQPOLL threads. Not timed. The tracepoint's arguments after the request changed in 6.3
- * (the CQE instead of its fields); the request's result is req->cqe.res on both.
+ * SQPOLL threads. An FSYNC request counts as the fsync op, as the syscalls do. Not timed.
+ * The tracepoint's arguments after the request changed in 6.3 (the CQE instead of its
+ * fields); the request's result is req->cqe.res on both.
  * Opcodes: include/uapi/linux/io_uring.h, stable.
  */
 enum uring_rw_op {
 	URING_READV = 1,
 	URING_WRITEV = 2,
+	URING_FSYNC = 3, /* with IORING_FSYNC_DATASYNC an fdatasync: both the op fsync */
 	URING_READ_FIXED = 4,
 	URING_WRITE_FIXED = 5,
 	URING_READ = 22,
@@ -953,6 +960,9 @@ int BPF_PROG(uring_complete, void *ring, void *req)
 	case URING_WRITEV_FIXED:
 		dir = IO_WRITE;
 		break;
+	case URING_FSYNC:
+		dir = -1;
+		break;
 	default:
 		return 0;
 	}
@@ -962,6 +972,10 @@ int BPF_PROG(uring_complete, void *ring, void *req)
 	} else {
 		file = BPF_CORE_READ(r, file);
 		res = BPF_CORE_READ(r, cqe.res);
+	}
+	if (dir < 0) {
+		count_fsync(file, res);
+		return 0;
 	}
 	if (!file) {
 		/* a bad fd, or a linked request cancelled before it got its file: an error with

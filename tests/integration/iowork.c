@@ -51,6 +51,8 @@
  *   aiodrops:PATH            AIO reads of 16 bytes of PATH the io module cannot count: 5000
  *                            reaped by one call (904 past its cap), 3 with their iocbs
  *                            unmapped before reaping, 2 with their fd closed before reaping
+ *   uringfsync:PATH:N        N io_uring FSYNC requests on PATH (every other one DATASYNC),
+ *                            then N on fd 999 (EBADF)
  *   uringoverflow:PATH       24 io_uring reads of 1000 bytes of PATH, 16 of whose completions
  *                            overflow the ring before they are reaped
  *   sendfile:SRC:DST:CHUNK   copy all of SRC to DST (created) by sendfile() of CHUNK a call;
@@ -511,6 +513,42 @@ static void uring_run(struct async_job *j)
 }
 
 /*
+ * uringfsync: n FSYNC requests on PATH (a file or a directory), every other one with
+ * IORING_FSYNC_DATASYNC, one at a time, each must complete with 0; then n on fd 999, not
+ * open, each must complete with -EBADF
+ */
+static void uring_fsync(const char *path, long n)
+{
+	struct uring r;
+	int fd = open(path, O_RDONLY);
+
+	if (fd < 0)
+		die("uringfsync", path);
+	uring_open(&r, "uringfsync", 4);
+	for (long i = 0; i < 2 * n; i++) {
+		unsigned int tail = *r.sq_tail, idx = tail & *r.sq_mask, head;
+		struct io_uring_sqe *sqe = &r.sqes[idx];
+
+		memset(sqe, 0, sizeof(*sqe));
+		sqe->opcode = IORING_OP_FSYNC;
+		sqe->fd = i < n ? fd : 999;
+		sqe->fsync_flags = i % 2 ? IORING_FSYNC_DATASYNC : 0;
+		r.sq_array[idx] = idx;
+		__atomic_store_n(r.sq_tail, tail + 1, __ATOMIC_RELEASE);
+		if (syscall(SYS_io_uring_enter, r.fd, 1, 1, IORING_ENTER_GETEVENTS, NULL, 0) != 1)
+			die("uringfsync", "io_uring_enter");
+		head = *r.cq_head;
+		if (head == __atomic_load_n(r.cq_tail, __ATOMIC_ACQUIRE) ||
+		    r.cqes[head & *r.cq_mask].res != (i < n ? 0 : -EBADF))
+			die("uringfsync", "an fsync did not complete with 0, or -EBADF on fd 999");
+		__atomic_store_n(r.cq_head, head + 1, __ATOMIC_RELEASE);
+	}
+	close(r.fd);
+	close(fd);
+	printf("uringfsync: %ld requests\n", 2 * n);
+}
+
+/*
  * uringoverflow: a ring of 4 entries (8 completion slots), 6 rounds of 4 reads of 1000 bytes
  * submitted with none reaped (24 completions: 16 overflow the ring, kept by the kernel
  * until there is room), then all reaped; each must read 1000 bytes
@@ -737,6 +775,8 @@ static void run(char *spec)
 		async_io(f[0], f[1], num(f[2], f[0]), 16, EFAULT);
 	} else if (!strcmp(f[0], "aiodrops") && nf == 2) {
 		aio_drops(f[1]);
+	} else if (!strcmp(f[0], "uringfsync") && nf == 3) {
+		uring_fsync(f[1], num(f[2], f[0]));
 	} else if (!strcmp(f[0], "uringoverflow") && nf == 2) {
 		uring_overflow(f[1]);
 	} else if (!strcmp(f[0], "uringebadf") && nf == 2) {

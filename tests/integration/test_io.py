@@ -653,19 +653,21 @@ def test_path_ops(world, agent, cleanup):
 
 
 def test_fsync_rename(world, agent, cleanup):
-    """fsync and fdatasync on the mount of their fd's file (a directory's too); renames on
-    their source's mount, also from a directory on another mount, and EXDEV as an error there;
-    fsync of a closed fd an error on no mount, fdatasync of a pipe not counted."""
+    """fsync and fdatasync on the mount of their fd's file (a directory's too), as syscalls
+    and as io_uring FSYNC requests; renames on their source's mount, also from a directory on
+    another mount, and EXDEV as an error there; fsync of a closed fd an error on no mount (a
+    request's too), fdatasync of a pipe not counted."""
     cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/fsyncrename")
     exp = Expect()
     t, n, e = world.tmpfs, world.nested, world.ext4
     iowork(cg, f"creat:{e}/fr-a", f"fsync:{e}/fr-a", f"fsync:{e}", f"rename:{e}/fr-a:{e}/fr-b",
            f"exdev:{e}/fr-b:{n}/fr-b", f"creat:{n}/fr-x", f"renameat:{t}:nested/fr-x:nested/fr-y",
-           "fsyncerr:3", f"unlink:{e}/fr-b", f"unlink:{n}/fr-y")
+           "fsyncerr:3", f"unlink:{e}/fr-b", f"unlink:{n}/fr-y", f"uringfsync:{n}:3")
     for mnt, k, c in ((e, "op_create", 1), (e, "op_open", 2), (e, "op_fsync", 4),
                       (e, "op_rename", 1), (e, "operr_rename", 1), (e, "op_unlink", 1),
                       (n, "op_create", 1), (n, "op_rename", 1), (n, "op_unlink", 1),
-                      (t, "op_open", 1), ("none", "operr_fsync", 3)):
+                      (n, "op_open", 1), (n, "op_fsync", 3), (t, "op_open", 1),
+                      ("none", "operr_fsync", 6)):
         exp.add(label, mnt, k, c)
     fst = dict(world.fstypes, none="none")
     m = settle(agent, lambda m: check_ok(exp, m, fst))
