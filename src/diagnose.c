@@ -639,6 +639,13 @@ static bool result_better(const struct diag_result *a, const struct diag_result 
 	return a->significant != b->significant ? a->significant : a->change > b->change;
 }
 
+/* Values v's observation window against its baseline from interval since on. */
+static void compare_since(struct diag *d, const double *v, size_t since, struct diag_result *r)
+{
+	diag_compare(v + since, since < d->nbase ? d->nbase - since : 0, v + d->nbase,
+		     d->nint - d->nbase, r);
+}
+
 /*
  * A series' observation window against its baseline: the recording's, or this run's start.
  * A resource's series with threads that joined in different intervals: whichever ranks first
@@ -657,21 +664,20 @@ static void series_compare(struct diag *d, struct series *s, struct diag_result 
 		return;
 	}
 	if (!s->nparts) {
-		diag_compare(s->v, d->nbase, s->v + d->nbase, d->nint - d->nbase, r);
+		compare_since(d, s->v, 0, r);
 		return;
 	}
-	for (size_t i = 0; i <= s->nparts; i++) {
-		const double *v = i < s->nparts ? s->part[i].v : s->v;
-		size_t since = i < s->nparts ? s->part[i].since : latest;
-
-		if (i == s->nparts && s->nparts == 1)
-			break; /* one part: the whole series */
-		diag_compare(v + since, since < d->nbase ? d->nbase - since : 0, v + d->nbase,
-			     d->nint - d->nbase, &pr);
+	for (size_t i = 0; i < s->nparts; i++) {
+		compare_since(d, s->part[i].v, s->part[i].since, &pr);
 		if (!i || result_better(&pr, r))
 			*r = pr;
-		if (latest < since)
-			latest = since;
+		if (latest < s->part[i].since)
+			latest = s->part[i].since;
+	}
+	if (s->nparts > 1) { /* one part is the whole series */
+		compare_since(d, s->v, latest, &pr);
+		if (result_better(&pr, r))
+			*r = pr;
 	}
 }
 

@@ -866,7 +866,7 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 				module_attach_note(
 					m, sec, name, "chosen: %s",
 					overflow ? "overflowed io_uring completions, as lost" :
-						   "io_uring reads, writes");
+						   "io_uring reads, writes, fsyncs");
 				ncompletion++;
 			}
 			continue;

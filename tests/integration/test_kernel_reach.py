@@ -175,7 +175,7 @@ def test_completion_programs(cleanup):
     for p in aio:
         assert rows[p][1] == "attached: AIO completions", out
     assert rows["tp_btf/io_uring_complete"] == ("uring_complete",
-                                                "attached: io_uring reads, writes"), out
+                                                "attached: io_uring reads, writes, fsyncs"), out
     # overflowed completions, counted as lost (test_io's test_uring_overflow)
     assert rows["tp_btf/io_uring_cqe_overflow"] == (
         "uring_overflow", "attached: overflowed io_uring completions, as lost"), out
