@@ -25,8 +25,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ab import Bench  # noqa: E402
-from benchlib import (Agent, Cleanup, bpf_stats_on, prog_stats, require,  # noqa: E402
-                      stats_delta)
+from benchlib import Agent, Cleanup, bpf_stats_on, programs_during, require  # noqa: E402
 from lib import mount_tmpfs  # noqa: E402
 
 RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "2"))
@@ -104,17 +103,15 @@ No target in issue 2 for these; its syscall targets are in [overhead.md](overhea
         for engine in ("io_uring", "libaio"):
             c = agent_on()
             try:
-                before = prog_stats(c.agent.proc.pid, PROGRAMS)
-                j = fio(["--name=rr", f"--filename={tmpfs}/f", "--size=512M", "--rw=randread",
-                         "--bs=4k", f"--ioengine={engine}", "--iodepth=16"])
-                after = prog_stats(c.agent.proc.pid, PROGRAMS)
+                j, ran = programs_during(
+                    c.agent.proc.pid, PROGRAMS,
+                    lambda: fio(["--name=rr", f"--filename={tmpfs}/f", "--size=512M",
+                                 "--rw=randread", "--bs=4k", f"--ioengine={engine}",
+                                 "--iodepth=16"]))
             finally:
                 agent_off(c)
             ios = j["read"]["total_ios"]
-            for name in PROGRAMS:
-                t, n = stats_delta(before, after, name)
-                if not n:
-                    continue
+            for name, (t, n) in ran.items():
                 rows.append(f"| {engine} | {name} | {n} | {ios} | {t / n:.0f} | "
                             f"{t / ios:.0f} |")
                 print(f"  {engine} {name}: {n} runs, {t / n:.0f} ns per run, {t / ios:.0f} ns "

@@ -43,11 +43,19 @@ def bpf_stats_on(cleanup):
     cleanup.add(subprocess.run, ["sysctl", "-q", f"kernel.bpf_stats_enabled={old}"])
 
 
-def stats_delta(before, after, name):
-    """(run time ns, runs) of program name between two prog_stats() readings."""
-    t0, n0 = before.get(name, (0, 0))
-    t1, n1 = after.get(name, (0, 0))
-    return t1 - t0, n1 - n0
+def programs_during(pid, names, work):
+    """work()'s result, and {name: (run time ns, runs)} of those of the programs called names
+    that process pid holds which ran meanwhile (with bpf_stats_on())."""
+    before = prog_stats(pid, names)
+    result = work()
+    after = prog_stats(pid, names)
+    ran = {}
+    for name in names:
+        t0, n0 = before.get(name, (0, 0))
+        t1, n1 = after.get(name, (0, 0))
+        if n1 > n0:
+            ran[name] = (t1 - t0, n1 - n0)
+    return result, ran
 
 
 def prog_stats(pid, names):

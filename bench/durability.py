@@ -24,8 +24,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ab import Bench  # noqa: E402
-from benchlib import (Agent, Cleanup, bpf_stats_on, prog_stats, require,  # noqa: E402
-                      stats_delta)
+from benchlib import Agent, Cleanup, bpf_stats_on, programs_during, require  # noqa: E402
 from lib import mount_image, mount_tmpfs  # noqa: E402
 
 RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "2"))
@@ -107,15 +106,10 @@ space, which finds the mount). No target in issue 2 for these.""")
                            (f"{RENAMES} renames on tmpfs", lambda: renames(tmpfs))):
             c = agent_on()
             try:
-                before = prog_stats(c.agent.proc.pid, PROGRAMS)
-                work()
-                after = prog_stats(c.agent.proc.pid, PROGRAMS)
+                _, ran = programs_during(c.agent.proc.pid, PROGRAMS, work)
             finally:
                 agent_off(c)
-            for name in PROGRAMS:
-                t, n = stats_delta(before, after, name)
-                if not n:
-                    continue
+            for name, (t, n) in ran.items():
                 rows.append(f"| {what} | {name} | {n} | {t / n:.0f} |")
                 print(f"  {what} {name}: {n} runs, {t / n:.0f} ns per run", flush=True)
         bench.text("Program run time (bpf_stats):\n\n" + "\n".join(rows))
