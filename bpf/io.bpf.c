@@ -49,6 +49,9 @@ const volatile bool args_at_enter = false;
  * ends with a stamp (it cannot: its syscall's exit clears it first) or whose fd became a pipe
  * or socket under a timed call (the exit returns before its storage; the thread's next call
  * clears it) leaves the count high: the exits then look again, as before, and lose nothing.
+ * An fsync's stamp is not counted, and its exit always looks (stamp_taken): an fsync can
+ * take seconds on a slow disk, and one timed in a window would otherwise keep every read
+ * and write exit of the host looking meanwhile; the lookup is nothing beside an fsync.
  */
 const volatile bool stamps_counted = false;
 __u64 io_stamps;
@@ -278,6 +281,53 @@ static __always_inline struct vfsmount *file_mnt(struct file *file)
 	return BPF_CORE_READ(file, f_path.mnt);
 }
 
+/*
+ * The syscalls latency times, by number: the per-syscall tracepoints' nr, and the raw
+ * sys_enter's id (enter_rw).
+ */
+#if defined(__TARGET_ARCH_x86)
+#define NR_read	     0
+#define NR_write     1
+#define NR_pread64   17
+#define NR_pwrite64  18
+#define NR_readv     19
+#define NR_writev    20
+#define NR_fsync     74
+#define NR_fdatasync 75
+#define NR_preadv    295
+#define NR_pwritev   296
+#define NR_preadv2   327
+#define NR_pwritev2  328
+#define TS_COMPAT    0x0002 /* arch/x86/include/asm/thread_info.h: thread_info.status */
+#else
+#error "plumb io: syscall numbers of this architecture"
+#endif
+
+static __always_inline bool fsync_syscall(long id)
+{
+	return id == NR_fsync || id == NR_fdatasync;
+}
+
+static __always_inline bool timed_syscall(long id)
+{
+	switch (id) {
+	case NR_read:
+	case NR_write:
+	case NR_pread64:
+	case NR_pwrite64:
+	case NR_readv:
+	case NR_writev:
+	case NR_preadv:
+	case NR_pwritev:
+	case NR_preadv2:
+	case NR_pwritev2:
+	case NR_fsync:
+	case NR_fdatasync:
+		return true;
+	}
+	return false;
+}
+
 /* Log2 bucket such that bucket k holds v <= 2^(IO_LAT_MIN_SHIFT + k). */
 static __always_inline __u32 latency_bucket(__u64 ns)
 {
@@ -323,11 +373,19 @@ static __always_inline bool counted_file(struct file *file)
 	return type == S_IFREG || type == S_IFBLK;
 }
 
+/* A file whose call nr the exit counts: for an fsync, a directory's too (count_fsync). */
+static __always_inline bool timed_file(struct file *file, long nr)
+{
+	__u32 type = file_mode_type(file);
+
+	return type == S_IFREG || type == S_IFBLK || (type == S_IFDIR && fsync_syscall(nr));
+}
+
 /*
- * A read or write call entering (the usual case): only a sampled call is timed, nothing else
- * is stored, and only one on a file the exit counts (or an fd it cannot resolve now): the
- * exit of a call on a pipe, socket or device then needs no storage lookup to clear a stamp
- * (rw_exit).
+ * A read, write or fsync call entering (the usual case): only a sampled call is timed, nothing
+ * else is stored, and only one on a file the exit counts (or an fd it cannot resolve now):
+ * the exit of a call on a pipe, socket or device then needs no storage lookup to clear a
+ * stamp (rw_exit).
  */
 static __always_inline void rw_stamp(struct task_struct *task, long nr, long fd)
 {
@@ -337,13 +395,21 @@ static __always_inline void rw_stamp(struct task_struct *task, long nr, long fd)
 	if (!latency_sampled())
 		return;
 	file = fd_to_file(task, fd);
-	if (file && !counted_file(file))
+	if (file && !timed_file(file, nr))
 		return;
 	start = bpf_task_storage_get(&io_start, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!start)
 		return;
-	if (stamps_counted && !start->ts)
-		__sync_fetch_and_add(&io_stamps, 1);
+	if (stamps_counted) {
+		/* io_stamps counts reads' and writes' stamps (not fsyncs'), this one replacing
+		 * any left behind */
+		bool was = start->ts && !fsync_syscall(start->nr), is = !fsync_syscall(nr);
+
+		if (is && !was)
+			__sync_fetch_and_add(&io_stamps, 1);
+		else if (was && !is)
+			__sync_fetch_and_sub(&io_stamps, 1);
+	}
 	start->ts = bpf_ktime_get_ns();
 	start->nr = nr;
 	/* whose call this stamp times: a struct file's address alone is reused */
@@ -402,15 +468,71 @@ static __always_inline bool syscall_args(struct task_struct *task, int nr, unsig
 	return true;
 }
 
+/* stamp_taken(): args_at_enter, and the call entered before the programs were attached */
+#define STAMP_ARGS_UNKNOWN (~0ULL)
+
+/*
+ * The stamp of the call now exiting, taken and always cleared (a timed call whose file went
+ * away must not leave its timestamp to the next, untimed, call of the syscall): its entry
+ * time when it was timed on this file, else 0, and with args_at_enter its fd in *fd; or
+ * STAMP_ARGS_UNKNOWN (counted as lost). An fsync's exit looks whatever io_stamps says (its
+ * stamps are not counted there).
+ */
+static __always_inline __u64 stamp_taken(struct task_struct *task, int nr, struct file *file,
+					 long *fd)
+{
+	struct syscall_start *start = NULL;
+	__u64 start_ns = 0;
+
+	if (args_at_enter ||
+	    (latency_enabled && (fsync_syscall(nr) || !stamps_counted || io_stamps)))
+		start = bpf_task_storage_get(&io_start, task, NULL, 0);
+	if (!start || start->nr != nr) {
+		if (!args_at_enter)
+			return 0;
+		count_lost(IO_LOST_ARGS_UNKNOWN);
+		return STAMP_ARGS_UNKNOWN;
+	}
+	/*
+	 * A stamp is this call's only if it was taken on the same file. One left by a call whose
+	 * fd became a pipe or socket before its exit (dup2, a close and reuse by another thread:
+	 * that exit returned before its stamp, leaving it) is older than this call: it would time
+	 * the gap since then. The inode too: that file, freed, and the next one opened can have
+	 * the same address (a 6.1 guest: 2 of 18).
+	 */
+	if (args_at_enter ||
+	    (start->args[0] == (unsigned long)file && start->args[1] == file_inode_addr(file)))
+		start_ns = start->ts;
+	if (stamps_counted && start->ts && !fsync_syscall(nr))
+		__sync_fetch_and_sub(&io_stamps, 1);
+	start->ts = 0;
+	if (args_at_enter) {
+		*fd = start->args[0];
+		start->nr = -1;
+	}
+	return start_ns;
+}
+
+/* A timed call's latency (kind: a direction or IO_LAT_FSYNC); nothing when it was not timed. */
+static __always_inline void count_latency(struct io_stats *s, int kind, __u64 start_ns)
+{
+	__u64 ns;
+
+	if (!s || !start_ns)
+		return;
+	ns = bpf_ktime_get_ns() - start_ns;
+	s->lat_sum_ns[kind] += ns;
+	s->lat[kind][latency_bucket(ns)]++;
+}
+
 static __always_inline int rw_exit(struct syscall_exit_ctx *ctx, int dir)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct syscall_start *start = NULL;
 	long ret = ctx->ret, fd = -1;
 	struct file *file = NULL;
 	struct io_stats *s;
 	__u32 mnt_id = 0;
-	__u64 start_ns = 0, now;
+	__u64 start_ns;
 	struct pt_regs *regs;
 
 	if (!args_at_enter) {
@@ -420,32 +542,9 @@ static __always_inline int rw_exit(struct syscall_exit_ctx *ctx, int dir)
 		if (file && !counted_file(file))
 			return 0; /* pipes, sockets, ttys (wait and flow's business): never stamped */
 	}
-	/* take the entry time (and arguments), and always clear them: a timed call whose file
-	 * went away must not leave its timestamp to the next, untimed, call of the syscall */
-	if (args_at_enter || (latency_enabled && (!stamps_counted || io_stamps)))
-		start = bpf_task_storage_get(&io_start, task, NULL, 0);
-	if (start && start->nr == ctx->nr) {
-		/*
-		 * A stamp is this call's only if it was taken on the same file. One left by a
-		 * call whose fd became a pipe or socket before its exit (dup2, a close and reuse
-		 * by another thread: that exit returned above, leaving it) is older than this
-		 * call: it would time the gap since then. The inode too: that file, freed, and
-		 * the next one opened can have the same address (a 6.1 guest: 2 of 18).
-		 */
-		if (args_at_enter || (start->args[0] == (unsigned long)file &&
-				      start->args[1] == file_inode_addr(file)))
-			start_ns = start->ts;
-		if (stamps_counted && start->ts)
-			__sync_fetch_and_sub(&io_stamps, 1);
-		start->ts = 0;
-		if (args_at_enter) {
-			fd = start->args[0];
-			start->nr = -1;
-		}
-	} else if (args_at_enter) {
-		count_lost(IO_LOST_ARGS_UNKNOWN);
+	start_ns = stamp_taken(task, ctx->nr, file, &fd);
+	if (start_ns == STAMP_ARGS_UNKNOWN)
 		return 0;
-	}
 	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
 		return 0; /* not finished: the kernel restarts it or turns it into EINTR */
 	if (args_at_enter) {
@@ -466,12 +565,7 @@ static __always_inline int rw_exit(struct syscall_exit_ctx *ctx, int dir)
 		s->errors[dir]++;
 	else
 		s->bytes[dir] += ret;
-
-	if (!start_ns)
-		return 0;
-	now = bpf_ktime_get_ns();
-	s->lat_sum_ns[dir] += now - start_ns;
-	s->lat[dir][latency_bucket(now - start_ns)]++;
+	count_latency(s, dir, start_ns);
 	return 0;
 }
 
@@ -677,36 +771,39 @@ static __always_inline int lookup_start(struct task_struct *task, long dirfd, ch
 	return 0;
 }
 
-static __always_inline void count_op(__u32 mnt_id, int op, long ret)
+/* Counts an op on a mount (0: none); returns that key's counts, NULL when there are none. */
+static __always_inline struct io_stats *count_op(__u32 mnt_id, int op, long ret)
 {
 	struct io_stats *s = stats_for(task_cgroup_id(bpf_get_current_task_btf()), mnt_id);
 
 	if (!s || op < 0 || op >= IO_OPS)
-		return;
+		return NULL;
 	if (ret < 0)
 		s->op_errors[op]++;
 	else
 		s->ops[op]++;
+	return s;
 }
 
 /*
  * fsync and fdatasync, as syscalls or io_uring requests: an op on the mount of their file, a
  * regular file, a directory (fsync'd after a create or rename that must last) or a block
  * device. No file (a closed fd: EBADF) is an error on no mount; a file of another kind (a
- * pipe, a socket: EINVAL) is not counted.
+ * pipe, a socket: EINVAL) is not counted. start_ns: the syscall's entry when it was timed.
  */
-static __always_inline void count_fsync(struct file *file, long ret)
+static __always_inline void count_fsync(struct file *file, long ret, __u64 start_ns)
 {
 	__u32 type;
 
 	if (!file) {
 		if (ret < 0)
-			count_op(0, IO_OP_FSYNC, ret);
+			count_latency(count_op(0, IO_OP_FSYNC, ret), IO_LAT_FSYNC, start_ns);
 		return;
 	}
 	type = file_mode_type(file);
 	if (type == S_IFREG || type == S_IFDIR || type == S_IFBLK)
-		count_op(vfsmount_id(file_mnt(file)), IO_OP_FSYNC, ret);
+		count_latency(count_op(vfsmount_id(file_mnt(file)), IO_OP_FSYNC, ret), IO_LAT_FSYNC,
+			      start_ns);
 }
 
 /*
@@ -795,66 +892,45 @@ static __always_inline int open_exit(struct syscall_exit_ctx *ctx, long dirfd, c
 	return 0;
 }
 
-static __always_inline int fsync_exit(struct syscall_exit_ctx *ctx, long fd)
+/* fsync, fdatasync: timed as reads and writes are (rw_exit), counted as the op fsync */
+static __always_inline int fsync_exit(struct syscall_exit_ctx *ctx)
 {
-	long ret = ctx->ret;
+	struct task_struct *task = bpf_get_current_task_btf();
+	long ret = ctx->ret, fd = -1;
+	struct file *file = NULL;
+	__u64 start_ns;
 
+	if (!args_at_enter) {
+		fd = SYSCALL_ARG1((struct pt_regs *)bpf_task_pt_regs(task));
+		file = fd_to_file(task, fd);
+	}
+	start_ns = stamp_taken(task, ctx->nr, file, &fd);
+	if (start_ns == STAMP_ARGS_UNKNOWN)
+		return 0;
 	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
 		return 0;
-	count_fsync(fd_to_file(bpf_get_current_task_btf(), fd), ret);
+	if (args_at_enter)
+		file = fd_to_file(task, fd);
+	count_fsync(file, ret, start_ns);
 	return 0;
 }
 
 /*
  * The latency windows' enter program (the default): one program on the raw sys_enter
- * tracepoint, attached only inside the windows, instead of the ten per-syscall enter
- * programs. Any perf event on a syscall's enter tracepoint hooks perf into sys_enter for
- * every syscall of the host, attached or idle (~20 ns each, docs/architecture.md); with
- * this, nothing runs at sys_enter between the windows, and inside them every syscall pays
- * the raw dispatch and the check of its number. The syscall numbers are the per-syscall
- * tracepoints' (their nr); 32-bit (compat) calls are theirs to skip, as those tracepoints
- * do (the exits never see them).
+ * tracepoint, attached only inside the windows, instead of the twelve per-syscall enter
+ * programs (reads, writes, fsync and fdatasync). Any perf event on a syscall's enter
+ * tracepoint hooks perf into sys_enter for every syscall of the host, attached or idle
+ * (~20 ns each, docs/architecture.md); with this, nothing runs at sys_enter between the
+ * windows, and inside them every syscall pays the raw dispatch and the check of its number.
+ * The syscall numbers are the per-syscall tracepoints' (their nr); 32-bit (compat) calls are
+ * theirs to skip, as those tracepoints do (the exits never see them).
  */
-#if defined(__TARGET_ARCH_x86)
-#define NR_read	    0
-#define NR_write    1
-#define NR_pread64  17
-#define NR_pwrite64 18
-#define NR_readv    19
-#define NR_writev   20
-#define NR_preadv   295
-#define NR_pwritev  296
-#define NR_preadv2  327
-#define NR_pwritev2 328
-#define TS_COMPAT   0x0002 /* arch/x86/include/asm/thread_info.h: thread_info.status */
-#else
-#error "plumb io: syscall numbers of this architecture"
-#endif
-
-static __always_inline bool rw_syscall(long id)
-{
-	switch (id) {
-	case NR_read:
-	case NR_write:
-	case NR_pread64:
-	case NR_pwrite64:
-	case NR_readv:
-	case NR_writev:
-	case NR_preadv:
-	case NR_pwritev:
-	case NR_preadv2:
-	case NR_pwritev2:
-		return true;
-	}
-	return false;
-}
-
 SEC("tp_btf/sys_enter")
 int BPF_PROG(enter_rw, struct pt_regs *regs, long id)
 {
 	struct task_struct *task;
 
-	if (!rw_syscall(id) || !gate_open())
+	if (!timed_syscall(id) || !gate_open())
 		return 0;
 	task = bpf_get_current_task_btf();
 	if (task->thread_info.status & TS_COMPAT)
@@ -863,7 +939,8 @@ int BPF_PROG(enter_rw, struct pt_regs *regs, long id)
 	return 0;
 }
 
-#define RW_PROGS(name, dir)                             \
+/* A timed syscall's programs: its exit's work, and an enter program that stamps it. */
+#define TIMED_PROGS(name, exit_body)                    \
 	SEC("tracepoint/syscalls/sys_enter_" #name)     \
 	int enter_##name(struct syscall_enter_ctx *ctx) \
 	{                                               \
@@ -876,8 +953,9 @@ int BPF_PROG(enter_rw, struct pt_regs *regs, long id)
 	{                                               \
 		if (!gate_open())                       \
 			return 0;                       \
-		return rw_exit(ctx, dir);               \
+		return exit_body;                       \
 	}
+#define RW_PROGS(name, dir) TIMED_PROGS(name, rw_exit(ctx, dir))
 
 RW_PROGS(read, IO_READ)
 RW_PROGS(readv, IO_READ)
@@ -889,6 +967,8 @@ RW_PROGS(writev, IO_WRITE)
 RW_PROGS(pwrite64, IO_WRITE)
 RW_PROGS(pwritev, IO_WRITE)
 RW_PROGS(pwritev2, IO_WRITE)
+TIMED_PROGS(fsync, fsync_exit(ctx))
+TIMED_PROGS(fdatasync, fsync_exit(ctx))
 
 /* Linux AIO's completions (aio_reap); user space leaves them off without task_pt_regs. */
 SEC("tracepoint/syscalls/sys_exit_io_getevents")
@@ -974,7 +1054,7 @@ int BPF_PROG(uring_complete, void *ring, void *req)
 		res = BPF_CORE_READ(r, cqe.res);
 	}
 	if (dir < 0) {
-		count_fsync(file, res);
+		count_fsync(file, res, 0);
 		return 0;
 	}
 	if (!file) {
@@ -1041,8 +1121,6 @@ PATH_PROGS(rmdir, 1, path_op(AT_FDCWD, (const char *)a[0], IO_OP_RMDIR, ctx->ret
 PATH_PROGS(rename, 1, path_op(AT_FDCWD, (const char *)a[0], IO_OP_RENAME, ctx->ret))
 PATH_PROGS(renameat, 2, path_op((long)a[0], (const char *)a[1], IO_OP_RENAME, ctx->ret))
 PATH_PROGS(renameat2, 2, path_op((long)a[0], (const char *)a[1], IO_OP_RENAME, ctx->ret))
-PATH_PROGS(fsync, 1, fsync_exit(ctx, (long)a[0]))
-PATH_PROGS(fdatasync, 1, fsync_exit(ctx, (long)a[0]))
 /* fd to fd in the kernel (transfer_exit): the input and output fds */
 PATH_PROGS(sendfile64, 2, transfer_exit(ctx, (long)a[1], (long)a[0]))
 PATH_PROGS(copy_file_range, 3, transfer_exit(ctx, (long)a[0], (long)a[2]))

@@ -18,6 +18,13 @@ enum io_dir {
 	IO_DIRS,
 };
 
+/*
+ * What the latency histogram times: the two directions' syscalls, then fsync and fdatasync
+ * (the op fsync's syscalls; io_uring's FSYNC requests are not timed).
+ */
+#define IO_LAT_FSYNC IO_DIRS
+#define IO_LAT_KINDS (IO_DIRS + 1)
+
 enum io_op {
 	IO_OP_OPEN = 0,
 	IO_OP_CREATE,
@@ -52,8 +59,8 @@ struct io_stats {
 	__u64 bytes[IO_DIRS];
 	__u64 calls[IO_DIRS];
 	__u64 errors[IO_DIRS];
-	__u64 lat_sum_ns[IO_DIRS];
-	__u64 lat[IO_DIRS][IO_LAT_BUCKETS];
+	__u64 lat_sum_ns[IO_LAT_KINDS];
+	__u64 lat[IO_LAT_KINDS][IO_LAT_BUCKETS];
 	__u64 ops[IO_OPS];
 	__u64 op_errors[IO_OPS];
 };

@@ -126,6 +126,9 @@ static void print_json(const struct io_row *d, size_t n, double secs)
 			       (unsigned long long)d[i].errors[dir], io_dir_names[dir],
 			       io_latency_quantile(d[i].lat[dir], 0.5), io_dir_names[dir],
 			       io_latency_quantile(d[i].lat[dir], 0.99));
+		printf(",\"fsync_p50_seconds\":%.9f,\"fsync_p99_seconds\":%.9f",
+		       io_latency_quantile(d[i].lat[IO_LAT_FSYNC], 0.5),
+		       io_latency_quantile(d[i].lat[IO_LAT_FSYNC], 0.99));
 		printf(",\"ops\":{");
 		for (int o = 0; o < IO_OPS; o++)
 			printf("%s\"%s\":%llu", o ? "," : "", io_op_names[o],
@@ -141,7 +144,7 @@ static void print_json(const struct io_row *d, size_t n, double secs)
 
 static void print_table(const struct io_row *d, size_t n, double secs, int tty)
 {
-	char rb[16], wb[16], r50[16], r99[16], w50[16], w99[16], tbuf[32];
+	char rb[16], wb[16], r50[16], r99[16], w50[16], w99[16], f99[16], tbuf[32];
 	time_t now = time(NULL);
 	uint64_t ops;
 
@@ -149,9 +152,9 @@ static void print_table(const struct io_row *d, size_t n, double secs, int tty)
 	if (tty)
 		printf("\033[H\033[2J");
 	printf("plumb io  %s  interval %.1fs\n", tbuf, secs);
-	printf("%-28s %-20s %-8s %9s %9s %8s %8s %5s %6s %7s %7s %7s %7s\n", "WORKLOAD", "MOUNT",
-	       "FSTYPE", "READ/s", "WRITE/s", "RCALL/s", "WCALL/s", "ERR", "OPS/s", "R_P50",
-	       "R_P99", "W_P50", "W_P99");
+	printf("%-28s %-20s %-8s %9s %9s %8s %8s %5s %6s %7s %7s %7s %7s %7s\n", "WORKLOAD",
+	       "MOUNT", "FSTYPE", "READ/s", "WRITE/s", "RCALL/s", "WCALL/s", "ERR", "OPS/s",
+	       "R_P50", "R_P99", "W_P50", "W_P99", "F_P99");
 	for (size_t i = 0; i < n; i++) {
 		if (!row_active(&d[i]))
 			continue;
@@ -164,11 +167,13 @@ static void print_table(const struct io_row *d, size_t n, double secs, int tty)
 		human_seconds(io_latency_quantile(d[i].lat[IO_READ], 0.99), r99, sizeof(r99));
 		human_seconds(io_latency_quantile(d[i].lat[IO_WRITE], 0.5), w50, sizeof(w50));
 		human_seconds(io_latency_quantile(d[i].lat[IO_WRITE], 0.99), w99, sizeof(w99));
-		printf("%-28.28s %-20.20s %-8.8s %9s %9s %8.0f %8.0f %5llu %6.0f %7s %7s %7s %7s\n",
+		human_seconds(io_latency_quantile(d[i].lat[IO_LAT_FSYNC], 0.99), f99, sizeof(f99));
+		printf("%-28.28s %-20.20s %-8.8s %9s %9s %8.0f %8.0f %5llu %6.0f %7s %7s %7s %7s "
+		       "%7s\n",
 		       d[i].workload, d[i].mount, d[i].fstype, rb, wb, d[i].calls[IO_READ] / secs,
 		       d[i].calls[IO_WRITE] / secs,
 		       (unsigned long long)(d[i].errors[IO_READ] + d[i].errors[IO_WRITE]),
-		       ops / secs, r50, r99, w50, w99);
+		       ops / secs, r50, r99, w50, w99, f99);
 	}
 	if (!tty)
 		printf("\n");

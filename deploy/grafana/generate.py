@@ -209,9 +209,9 @@ def io_dashboard():
                  [{"expr": f"sum by (workload, op) ({rate('plumb_io_op_errors_total', *f)})",
                    "legend": "{{workload}} {{op}}"}], "ops")
     d.row("Latency (calls in sampling windows, --io-latency-sample)")
-    for op in ("read", "write"):
+    for op, calls in (("read", "read"), ("write", "write"), ("fsync", "fsync and fdatasync")):
         d.timeseries(f"{op.capitalize()} latency per mount, p50 and p99",
-                     f"Entry-to-exit time of sampled {op} calls "
+                     f"Entry-to-exit time of sampled {calls} calls "
                      "(histogram_quantile over plumb_io_latency_seconds_bucket).",
                      [{"expr": quantile(q, "plumb_io_latency_seconds", "mount", *f, f'op="{op}"'),
                        "legend": f"p{int(q * 100)} " + "{{mount}}"} for q in (0.5, 0.99)], "s")

@@ -32,6 +32,7 @@
 const char *const io_op_names[IO_OPS] = { "open",  "create", "mkdir", "unlink",
 					  "rmdir", "fsync",  "rename" };
 const char *const io_dir_names[IO_DIRS] = { "read", "write" };
+const char *const io_lat_names[IO_LAT_KINDS] = { "read", "write", "fsync" };
 
 #define IO_RESOLVE_RESCAN_MS 250
 /*
@@ -479,6 +480,8 @@ static void row_add(struct io_row *r, const struct io_stats *st)
 		r->bytes[d] += st->bytes[d];
 		r->calls[d] += st->calls[d];
 		r->errors[d] += st->errors[d];
+	}
+	for (int d = 0; d < IO_LAT_KINDS; d++) {
 		r->lat_sum_ns[d] += st->lat_sum_ns[d];
 		for (int k = 0; k < IO_LAT_BUCKETS; k++)
 			r->lat[d][k] += st->lat[d][k];
@@ -649,18 +652,17 @@ static int io_collect(struct plumb_module *m, struct prom_writer *w)
 		if (s->windows) {
 			attach_window_stats(s->windows, &ws);
 			prom_family(w, "plumb_io_latency_windows_total", PROM_COUNTER,
-				    "Latency windows: spans in which every read and write call was "
-				    "timed.");
+				    "Latency windows: spans in which every read, write and fsync "
+				    "call was timed.");
 			prom_sample(w, NULL, 0, (double)ws.windows);
 			prom_family(w, "plumb_io_latency_windows_failed_total", PROM_COUNTER,
 				    "Latency windows that could not attach their programs (not "
 				    "timed).");
 			prom_sample(w, NULL, 0, (double)ws.failed);
-			prom_family(
-				w, "plumb_io_latency_window_seconds_total", PROM_COUNTER,
-				"Time the latency windows' enter program was attached (one for "
-				"every read and write syscall): the calls that entered then are "
-				"the ones timed.");
+			prom_family(w, "plumb_io_latency_window_seconds_total", PROM_COUNTER,
+				    "Time the latency windows' enter program was attached (one for "
+				    "every read, write and fsync syscall): the calls that entered "
+				    "then are the ones timed.");
 			prom_sample(w, NULL, 0, ws.attached_ns[0] / 1e9);
 			prom_family(w, "plumb_io_latency_stamps", PROM_GAUGE,
 				    "Timed calls not returned yet: stamps the latency windows' "
@@ -674,19 +676,20 @@ static int io_collect(struct plumb_module *m, struct prom_writer *w)
 		for (int k = 0; k < IO_LAT_BUCKETS - 1; k++)
 			bounds[k] = io_latency_bound(k);
 		prom_family(w, "plumb_io_latency_seconds", PROM_HISTOGRAM,
-			    "Latency of read- and write-family syscalls, entry to exit, of a "
-			    "sample of calls (see plumb_io_latency_sample_period).");
+			    "Latency of read- and write-family syscalls and of fsync and "
+			    "fdatasync (op fsync), entry to exit, of a sample of calls (see "
+			    "plumb_io_latency_sample_period).");
 		for (size_t i = 0; i < n; i++)
-			for (int d = 0; d < IO_DIRS; d++) {
+			for (int d = 0; d < IO_LAT_KINDS; d++) {
 				/*
-				 * A (row, direction) without a timed call has no histogram yet: 28
-				 * series of zeros each, most of a churning host's output (a cgroup
-				 * that wrote a few times, or only wrote, or only read)
+				 * A (row, op) without a timed call has no histogram yet: 28 series
+				 * of zeros each, most of a churning host's output (a cgroup that
+				 * wrote a few times, or only wrote, or only read)
 				 */
 				if (!latency_count(rows[i].lat[d]))
 					continue;
 				row_labels(&rows[i], l);
-				l[4] = (struct prom_label){ "op", io_dir_names[d] };
+				l[4] = (struct prom_label){ "op", io_lat_names[d] };
 				memcpy(counts, rows[i].lat[d], sizeof(counts));
 				prom_histogram(w, l, 5, bounds, counts, IO_LAT_BUCKETS - 1,
 					       rows[i].lat_sum_ns[d] / 1e9);
@@ -786,9 +789,20 @@ static bool io_core_syscall(const char *name)
 	return false;
 }
 
-static bool io_rw_syscall(const char *name)
+/*
+ * The syscalls whose calls are timed, as bpf/io.bpf.c's timed_syscall() lists them: the read
+ * and write families, fsync and fdatasync.
+ */
+static bool io_timed_syscall(const char *name)
 {
-	return strstr(name, "read") || strstr(name, "write");
+	static const char *const timed[] = { "read",	"readv",    "pread64", "preadv",
+					     "preadv2", "write",    "writev",  "pwrite64",
+					     "pwritev", "pwritev2", "fsync",   "fdatasync" };
+
+	for (size_t i = 0; i < sizeof(timed) / sizeof(timed[0]); i++)
+		if (!strcmp(name, timed[i]))
+			return true;
+	return false;
 }
 
 /*
@@ -915,10 +929,10 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 			}
 			continue;
 		}
-		if (enter && !args_at_enter && !(latency && io_rw_syscall(syscall))) {
+		if (enter && !args_at_enter && !(latency && io_timed_syscall(syscall))) {
 			bpf_program__set_autoload(prog, false);
 			module_attach_note(m, point, name, "off: %s",
-					   io_rw_syscall(syscall) ?
+					   io_timed_syscall(syscall) ?
 						   "latency off" :
 						   "not needed, arguments read at exit");
 			continue;

@@ -20,14 +20,16 @@ struct io_row {
 	uint64_t bytes[IO_DIRS];
 	uint64_t calls[IO_DIRS];
 	uint64_t errors[IO_DIRS];
-	uint64_t lat_sum_ns[IO_DIRS];
-	uint64_t lat[IO_DIRS][IO_LAT_BUCKETS];
+	uint64_t lat_sum_ns[IO_LAT_KINDS];
+	uint64_t lat[IO_LAT_KINDS][IO_LAT_BUCKETS];
 	uint64_t ops[IO_OPS];
 	uint64_t op_errors[IO_OPS];
 };
 
 extern const char *const io_op_names[IO_OPS];
 extern const char *const io_dir_names[IO_DIRS];
+/* the op label of each latency kind: read, write, fsync */
+extern const char *const io_lat_names[IO_LAT_KINDS];
 
 /* Upper bound in seconds of latency bucket k (k < IO_LAT_BUCKETS - 1; the last is +Inf). */
 double io_latency_bound(int k);

@@ -24,6 +24,10 @@
  *                            fdatasync() it
  *   fsyncerr:N               fsync() of a closed fd N times (EBADF), and fdatasync() of a
  *                            pipe N times (EINVAL)
+ *   synctimed:PATH:N:BYTES   PATH created, then N rounds of a pwrite() of BYTES at offset 0
+ *                            and an fsync() (fdatasync() in odd rounds); prints each sync
+ *                            call's time in ns as its caller measures it (CLOCK_MONOTONIC,
+ *                            the clock of bpf_ktime_get_ns), comma-separated
  *   rename:OLD:NEW           rename(); renameat:DIR:OLD:NEW renameat2() with flags 0
  *                            relative to an open DIR; exdev:OLD:NEW a rename() that must
  *                            fail with EXDEV (across mounts)
@@ -284,6 +288,36 @@ static long now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static long long now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void sync_timed(const char *path, long n, long bytes)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	long long t0, t1;
+
+	if (fd < 0 || bytes > (long)sizeof(buf))
+		die("synctimed", path);
+	memset(buf, 's', bytes);
+	printf("synctimed:");
+	for (long i = 0; i < n; i++) {
+		if (pwrite(fd, buf, bytes, 0) != bytes)
+			die("synctimed", "pwrite");
+		t0 = now_ns();
+		if (i % 2 ? fdatasync(fd) : fsync(fd))
+			die("synctimed", "fsync");
+		t1 = now_ns();
+		printf("%s%lld", i ? "," : " ", t1 - t0);
+	}
+	printf("\n");
+	close(fd);
 }
 
 static void ia32_seek(const char *path, long ms)
@@ -852,6 +886,8 @@ static void run(char *spec)
 		fd = open(f[1], O_RDONLY);
 		if (fd < 0 || fsync(fd) || fdatasync(fd) || close(fd))
 			die("fsync", f[1]);
+	} else if (!strcmp(f[0], "synctimed") && nf == 4) {
+		sync_timed(f[1], num(f[2], f[0]), num(f[3], f[0]));
 	} else if (!strcmp(f[0], "fsyncerr") && nf == 2) {
 		int p[2];
 

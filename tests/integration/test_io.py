@@ -19,9 +19,9 @@ import time
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (Agent, Cleanup, IOWORK, PLUMB, Runner, assert_privileges_dropped,  # noqa: E402
-                 assert_within, iowork, make_cgroup, mount_image, mount_tmpfs, require_root,
-                 select, settle, sh, value)
+from lib import (EMULATED, Agent, Cleanup, IOWORK, PLUMB, Runner,  # noqa: E402
+                 assert_privileges_dropped, assert_within, iowork, make_cgroup, mount_image,
+                 mount_tmpfs, remove_cgroup, require_root, select, settle, sh, value)
 
 DIRS = ("read", "write")
 OPS = ("open", "create", "mkdir", "unlink", "rmdir", "fsync", "rename")
@@ -192,15 +192,60 @@ def test_latency_value(world, agent, cleanup):
         assert v == (1 if total <= bound else 0), f"le={le}: {v} with an observation of {total}"
 
 
+def latency_buckets(m, **lab):
+    """A latency histogram's cumulative counts, {bound in seconds: count}."""
+    return {float("inf") if dict(k)["le"] == "+Inf" else float(dict(k)["le"]): v
+            for k, v in select(m, "plumb_io_latency_seconds_bucket", **lab).items()}
+
+
+# How much shorter the agent's time of an fsync may be than its caller's: the syscall's way in
+# and out (~1-2 us here, tens of us in an emulated guest) and a preemption on the way out
+FSYNC_MARGIN = 0.002 if EMULATED else 0.0002
+
+
+def test_fsync_latency(world, agent, cleanup):
+    """fsync and fdatasync timed as reads and writes are (the agent times every call here):
+    on the ext4 image, 24 rounds of a 64 KiB write and a sync, each sync timed by its caller.
+    The agent's entry-to-exit time of a call lies inside its caller's clock reads, and falls
+    short of them by the syscall's way in and out (and the exit program): each call's bucket
+    follows from its caller's time, but for calls that close to a bound."""
+    cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/fsynclat")
+    n = 24
+    out = iowork(cg, f"synctimed:{world.ext4}/fl:{n}:65536", f"unlink:{world.ext4}/fl")
+    truth = [int(x) / 1e9 for x in out.split("synctimed: ")[1].split()[0].split(",")]
+    assert len(truth) == n, out
+    lab = dict(cgroup=label, mount=world.ext4, op="fsync")
+    m = settle(agent, lambda m: value(m, "plumb_io_latency_seconds_count", **lab) == n)
+    assert value(m, "plumb_io_ops_total", cgroup=label, mount=world.ext4, op="fsync") == n
+    assert value(m, "plumb_io_latency_seconds_count", **lab) == n, \
+        f"{value(m, 'plumb_io_latency_seconds_count', **lab):.0f} syncs timed of {n}"
+    got = value(m, "plumb_io_latency_seconds_sum", **lab)
+    print(f"  {n} syncs: the callers' time {sum(truth) * 1e3:.3f} ms (each {min(truth) * 1e3:.3f}"
+          f"-{max(truth) * 1e3:.3f} ms), the agent's {got * 1e3:.3f} ms")
+    assert sum(truth) - n * FSYNC_MARGIN <= got <= sum(truth), \
+        f"agent {got:.6f} s, callers {sum(truth):.6f} s, {n} calls"
+    # each call's time is at most its caller's, so it falls short of it by at most what all
+    # of them fall short by together (a call preempted on its way out takes it all)
+    short = sum(truth) - got + 1e-6
+    for bound, count in latency_buckets(m, **lab).items():
+        least = sum(t <= bound for t in truth)
+        most = sum(t - short <= bound for t in truth)
+        assert least <= count <= most, \
+            f"le={bound}: {count:.0f} calls, the callers' times put {least}..{most} there"
+
+
 PREAD_LOOP = """
 import os, sys, time
 with open(sys.argv[1] + "/cgroup.procs", "w") as f:
     f.write(str(os.getpid()))
 fd = os.open(sys.argv[2], os.O_RDONLY)
 n, end = 0, time.monotonic() + float(sys.argv[3])
+sync = sys.argv[4:] == ["fsync"]  # and an fsync after each read
 while time.monotonic() < end:
     for _ in range(1000):
         os.pread(fd, 4096, 0)
+        if sync:
+            os.fsync(fd)
     n += 1000
 print(n)
 """
@@ -266,9 +311,10 @@ def stamps_back_to_zero(agent, within=5.0):
 
 
 def test_latency_windows(world, agent, cleanup):
-    """With --io-latency-sample 16 (the default) the read enter program is attached for 1/16
-    of the time and times every call meanwhile: about one call in 16 is timed, the enter
-    program ran on about one in 16, not on every call; counters stay exact."""
+    """With --io-latency-sample 16 (the default) the enter program is attached for 1/16 of
+    the time and times every call meanwhile: about one pread in 16 is timed, and one fsync in
+    16 (each pread is followed by one), the enter program ran on about one call in 16, not on
+    every call; counters stay exact."""
     bpf_stats_on(cleanup)
     a16 = Agent(cleanup, "--io-latency-sample", "16")
     assert "latency of every call in a 62.5 ms window of each 1.00 s" in a16.output(), \
@@ -285,14 +331,16 @@ def test_latency_windows(world, agent, cleanup):
         wins0 = value(m0, "plumb_io_latency_windows_total")
         duration = 8.0
         t0 = time.monotonic()
-        calls = int(sh(sys.executable, "-c", PREAD_LOOP, cg, f, str(duration)).stdout)
+        calls = int(sh(sys.executable, "-c", PREAD_LOOP, cg, f, str(duration), "fsync").stdout)
         took = time.monotonic() - t0
         lab = dict(cgroup=label, mount=world.tmpfs)
         m = a16.metrics()
         span = time.monotonic() - span0
         assert value(m, "plumb_io_latency_sample_period") == 16
         assert value(m, "plumb_io_read_calls_total", **lab) == calls, "calls not exact"
+        assert value(m, "plumb_io_ops_total", op="fsync", **lab) == calls, "fsyncs not exact"
         timed = value(m, "plumb_io_latency_seconds_count", op="read", **lab)
+        synced = value(m, "plumb_io_latency_seconds_count", op="fsync", **lab)
         runs = value(m, "plumb_bpf_program_runs_total", module="io",
                      program="enter_rw") - runs0
         secs = value(m, "plumb_io_latency_window_seconds_total") - secs0
@@ -308,7 +356,8 @@ def test_latency_windows(world, agent, cleanup):
         assert_privileges_dropped(a16.proc.pid)
         share = secs / took
         print(f"  {calls} preads in {took:.1f} s: {timed:.0f} timed ({timed / calls:.4f} of the "
-              f"calls), enter_rw ran {runs:.0f} times; windows {secs:.3f} s ({share:.4f} of "
+              f"calls), fsyncs {synced:.0f}, enter_rw ran {runs:.0f} times; "
+              f"windows {secs:.3f} s ({share:.4f} of "
               f"the time, 1/16 = 0.0625); {wins:.0f} windows, {span:.1f} s between the scrapes")
         # 8 windows of 62.5 ms, give or take one at the edges; longer when the closes that end
         # them are slow (a loaded, emulated guest: 1.8x), which the agent measures and exports
@@ -319,15 +368,79 @@ def test_latency_windows(world, agent, cleanup):
         # them); every call timed would be 16x
         assert 0.6 <= timed / calls / share <= 1.5, \
             f"{timed:.0f} of {calls} calls timed, the windows {share:.4f} of the time"
+        # and the fsyncs, one after each read: as many timed, give or take the window edges
+        assert abs(synced - timed) <= wins, f"{synced:.0f} fsyncs timed, {timed:.0f} reads"
         # the enter program ran on the timed calls (and any other syscall of the host then),
-        # not on every call: per-call sampling would run it on all of them
-        assert timed <= runs <= calls / 4, f"enter_rw ran {runs:.0f} times for {calls} calls"
+        # not on every call: per-call sampling would run it on all of them (2 x calls)
+        assert timed + synced <= runs <= calls / 2, \
+            f"enter_rw ran {runs:.0f} times for {calls} preads and as many fsyncs"
         # between windows the exits make no task-storage lookup while no stamp is out: the
         # count of stamps set and not cleared (bpf/io.bpf.c, io_stamps) comes back to 0 once
         # the calls a window timed have returned; a stamp never cleared would keep it above
         stamps_back_to_zero(a16)
     finally:
         a16.stop()  # a failed check must not leave it attached for the tests after
+
+
+def blkio_throttled(cleanup, mount, bps):
+    """A cgroup v1 blkio group whose writes to mount's device go at bps bytes a second;
+    returns its cgroup.procs, or None where the host has no v1 blkio hierarchy."""
+    root = "/sys/fs/cgroup/blkio"
+    if not os.path.exists(os.path.join(root, "blkio.throttle.write_bps_device")):
+        return None
+    dev = sh("findmnt", "-no", "MAJ:MIN", mount).stdout.strip()
+    d = os.path.join(root, f"plumb-it-{os.getpid()}-slowdisk")
+    os.mkdir(d)
+    cleanup.add(remove_cgroup, d)
+    with open(os.path.join(d, "blkio.throttle.write_bps_device"), "w") as f:
+        f.write(f"{dev} {bps}")
+    return os.path.join(d, "cgroup.procs")
+
+
+def test_slow_fsync_stamps(world, agent, cleanup):
+    """An fsync timed in a window leaves plumb_io_latency_stamps at 0 while it lasts: only
+    reads' and writes' stamps are counted there (an exit looks up its stamp while any is
+    out), an fsync's exit always looks. Writes to the ext4 image's loop device throttled to
+    256 KiB/s (blkio), 12 rounds of a 192 KiB write and an fsync (~0.75 s each); with
+    --io-latency-sample 2 about half start in a window and are timed. The stamps, sampled
+    every 50 ms, stay 0 (counted, they would be 1 for the whole of each timed fsync).
+    Not 1 s rounds: a window lies at a random offset within its second of a fixed grid, so
+    calls that start at one phase of that second each round all share one chance of being in
+    a window, near 0 at the second's edges (found here: 10 rounds of 1.00 s, none timed);
+    rounds of 0.75 s go through four phases 0.25 s apart, which between them have two."""
+    procs = blkio_throttled(cleanup, world.ext4, 262144)
+    assert procs, "no cgroup v1 blkio hierarchy to throttle the loop device with"
+    a2 = Agent(cleanup, "--io-latency-sample", "2")
+    try:
+        cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/slowsync")
+        rounds = 12
+        p = subprocess.Popen(["sh", "-c", f'echo $$ > {procs} && exec "$0" "$@"', IOWORK,
+                              "--cgroup", cg, f"synctimed:{world.ext4}/slow-sync:{rounds}:196608",
+                              f"unlink:{world.ext4}/slow-sync"],
+                             stdout=subprocess.PIPE, text=True)
+        cleanup.add(p.kill)
+        samples = []
+        while p.poll() is None:
+            samples.append(value(a2.metrics(), "plumb_io_latency_stamps"))
+            time.sleep(0.05)
+        out = p.stdout.read()
+        assert p.returncode == 0, f"iowork exited {p.returncode}"
+        truth = [int(x) / 1e9 for x in out.split("synctimed: ")[1].split()[0].split(",")]
+        lab = dict(cgroup=label, mount=world.ext4)
+        m = settle(a2, lambda m: value(m, "plumb_io_ops_total", op="fsync", **lab) == rounds)
+        assert value(m, "plumb_io_ops_total", op="fsync", **lab) == rounds
+        timed = value(m, "plumb_io_latency_seconds_count", op="fsync", **lab)
+        secs = value(m, "plumb_io_latency_seconds_sum", op="fsync", **lab)
+        held = sum(1 for v in samples if v > 0)
+        print(f"  {rounds} fsyncs of {min(truth):.2f}-{max(truth):.2f} s: {timed:.0f} timed "
+              f"({secs:.2f} s); stamps above 0 in {held} of {len(samples)} samples")
+        assert min(truth) >= 0.4, f"the throttle did not slow the fsyncs: {truth}"
+        assert timed >= 2 and secs >= 0.8, f"{timed:.0f} fsyncs timed ({secs:.2f} s)"
+        # a read or write timed in a window holds a stamp for microseconds: a sample may
+        # meet one; a counted fsync stamp would be in ~1 in 2 of them
+        assert held <= 2, f"stamps above 0 in {held} of {len(samples)} samples"
+    finally:
+        a2.stop()
 
 
 def test_compat_calls_in_windows(world, agent, cleanup):
@@ -672,6 +785,11 @@ def test_fsync_rename(world, agent, cleanup):
     fst = dict(world.fstypes, none="none")
     m = settle(agent, lambda m: check_ok(exp, m, fst))
     exp.check(m, fst)
+    # every fsync syscall timed (this agent times every call): the file's and the directory's
+    # on ext4, the closed fd's on none; not the pipe's EINVAL nor the io_uring requests
+    timed = {mnt: value(m, "plumb_io_latency_seconds_count", cgroup=label, mount=mnt,
+                        op="fsync") for mnt in (e, n, "none")}
+    assert timed == {e: 4, n: 0, "none": 3}, f"fsyncs timed per mount: {timed}"
 
 
 def test_new_mount(world, agent, cleanup):
@@ -707,9 +825,11 @@ def test_cgroup_grace(world, agent, cleanup):
 
 
 def test_io_view_json(world, agent, cleanup):
-    """`plumb io --json` reports the interval's bytes and calls per workload and mount."""
+    """`plumb io --json` reports the interval's bytes and calls per workload and mount, and
+    the fsyncs' p99 (every call timed here) in the bucket of the slowest of four."""
     cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/view")
-    view = subprocess.Popen([PLUMB, "io", "-v", "--json", "--interval", "3s", "--count", "1"],
+    view = subprocess.Popen([PLUMB, "io", "-v", "--json", "--interval", "3s", "--count", "1",
+                             "--io-latency-sample", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # -v says when the programs are attached (slow kernels take seconds to attach)
     err = ""
@@ -717,7 +837,9 @@ def test_io_view_json(world, agent, cleanup):
         line = view.stderr.readline()
         assert line, f"plumb io exited before attaching: {err}"
         err += line
-    iowork(cg, f"write:{world.ext4}/view:500000:5000")
+    out = iowork(cg, f"write:{world.ext4}/view:500000:5000",
+                 f"synctimed:{world.nested}/view:4:4096", f"unlink:{world.nested}/view")
+    slowest = max(int(x) for x in out.split("synctimed: ")[1].split()[0].split(",")) / 1e9
     out, rest = view.communicate(timeout=20)
     err += rest
     assert view.returncode == 0, f"plumb io exited {view.returncode}: {err}"
@@ -731,6 +853,13 @@ def test_io_view_json(world, agent, cleanup):
     # the rate is the bytes over the interval, up to the printed digits of both
     rate, secs = r["write_bytes_per_second"], obj["interval_seconds"]
     assert abs(rate * secs - 500000) <= 0.0005 * rate + 0.05 * secs, r
+    rows = [r for r in obj["rows"] if r["cgroup"] == label and r["mount"] == world.nested]
+    assert len(rows) == 1 and rows[0]["ops"]["fsync"] == 4, rows
+    # the p99 of four calls is in the slowest one's bucket (2x wide), which the agent's
+    # time of it, a little under its caller's (test_fsync_latency's margin), may put one lower
+    p99 = rows[0]["fsync_p99_seconds"]
+    assert p99 > 0 and (slowest - FSYNC_MARGIN) / 2 <= p99 <= 2 * slowest, \
+        f"p99 {p99}, slowest {slowest}"
 
 
 def test_io_view_table(world, agent, cleanup):
@@ -739,7 +868,7 @@ def test_io_view_table(world, agent, cleanup):
     assert tty.count("\033[H\033[2J") == 2, "no in-place redraw on a terminal"
     piped = sh(PLUMB, "io", "--interval", "500ms", "--count", "2").stdout
     assert "\033[" not in piped, "escape codes when not on a terminal"
-    assert piped.count("WORKLOAD") == 2 and "R_P99" in piped, piped
+    assert piped.count("WORKLOAD") == 2 and "R_P99" in piped and "F_P99" in piped, piped
 
 
 def test_exposition(world, agent, cleanup):
@@ -1009,7 +1138,10 @@ def main():
                          ("io: workload names from real cgroup layouts", test_workload_labels),
                          ("io: a mount only another namespace sees", test_mount_namespace),
                          ("io: a 20 ms read in the right latency bucket", test_latency_value),
+                         ("io: fsync latency, each call in its bucket", test_fsync_latency),
                          ("io: latency windows, 1/16 of the time", test_latency_windows),
+                         ("io: a slow fsync timed in a window holds no counted stamp",
+                          test_slow_fsync_stamps),
                          ("io: 32-bit syscalls in latency windows leave no stamp",
                           test_compat_calls_in_windows),
                          ("io: a read whose fd became a pipe leaves no stamp behind",
@@ -1038,6 +1170,11 @@ def main():
                 runner.run_host("the table's layout is user space; --json above checks the "
                                 "view's numbers on every kernel", name, fn, world, agent,
                                 cleanup)
+            elif fn is test_slow_fsync_stamps:
+                runner.run_host("needs a cgroup v1 blkio hierarchy to slow the loop device "
+                                "(the host's); the stamps' accounting is the same BPF code on "
+                                "every kernel, and test_latency_windows checks it there",
+                                name, fn, world, agent, cleanup)
             elif fn is test_sigterm_cleans_up:
                 runner.run_host("the test harness's own code, the same on every kernel", name,
                                 fn, world, agent, cleanup)

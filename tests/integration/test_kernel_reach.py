@@ -108,7 +108,7 @@ def test_check_matches_attached(cleanup):
 def test_args_at_enter_fallback(world, cleanup):
     """Without bpf_task_pt_regs (kernels before 5.15) the arguments come from the enter
     programs: the same exact bytes, calls, errors, path operations, fsyncs and renames,
-    transfers and latency."""
+    transfers and latency (reads' and fsyncs')."""
     rc, rows, verdicts, out = check_table(PLUMB_TEST_HIDE="task_pt_regs")
     assert "arguments stored at enter" in verdicts["io"], out
     assert rows["syscalls/sys_enter_unlinkat"] == ("enter_unlinkat", "attached"), out
@@ -121,6 +121,7 @@ def test_args_at_enter_fallback(world, cleanup):
     test_io.test_fsync_rename(world, agent, cleanup)
     test_io.test_transfers(world, agent, cleanup)
     test_io.test_latency_value(world, agent, cleanup)
+    test_io.test_fsync_latency(world, agent, cleanup)
     m = agent.metrics()
     lost = value(m, "plumb_events_lost_total", module="io", reason="args_unknown")
     assert select(m, "plumb_events_lost_total", module="io", reason="args_unknown"), \
