@@ -49,12 +49,13 @@ const volatile bool args_at_enter = false;
  * ends with a stamp (it cannot: its syscall's exit clears it first) or whose fd became a pipe
  * or socket under a timed call (the exit returns before its storage; the thread's next call
  * clears it) leaves the count high: the exits then look again, as before, and lose nothing.
- * An fsync's stamp is not counted, and its exit always looks (stamp_taken): an fsync can
- * take seconds on a slow disk, and one timed in a window would otherwise keep every read
- * and write exit of the host looking meanwhile; the lookup is nothing beside an fsync.
+ * fsyncs' stamps are counted apart, in io_fsync_stamps, which only fsync exits read: an fsync
+ * can take seconds on a slow disk, and one timed in a window would otherwise keep every read
+ * and write exit of the host looking meanwhile.
  */
 const volatile bool stamps_counted = false;
 __u64 io_stamps;
+__u64 io_fsync_stamps;
 
 #define S_IFMT	     00170000
 #define S_IFREG	     0100000
@@ -401,14 +402,11 @@ static __always_inline void rw_stamp(struct task_struct *task, long nr, long fd)
 	if (!start)
 		return;
 	if (stamps_counted) {
-		/* io_stamps counts reads' and writes' stamps (not fsyncs'), this one replacing
-		 * any left behind */
-		bool was = start->ts && !fsync_syscall(start->nr), is = !fsync_syscall(nr);
-
-		if (is && !was)
-			__sync_fetch_and_add(&io_stamps, 1);
-		else if (was && !is)
-			__sync_fetch_and_sub(&io_stamps, 1);
+		/* this stamp counted, and any it replaces (left behind) no longer */
+		if (start->ts)
+			__sync_fetch_and_sub(
+				fsync_syscall(start->nr) ? &io_fsync_stamps : &io_stamps, 1);
+		__sync_fetch_and_add(fsync_syscall(nr) ? &io_fsync_stamps : &io_stamps, 1);
 	}
 	start->ts = bpf_ktime_get_ns();
 	start->nr = nr;
@@ -475,8 +473,8 @@ static __always_inline bool syscall_args(struct task_struct *task, int nr, unsig
  * The stamp of the call now exiting, taken and always cleared (a timed call whose file went
  * away must not leave its timestamp to the next, untimed, call of the syscall): its entry
  * time when it was timed on this file, else 0, and with args_at_enter its fd in *fd; or
- * STAMP_ARGS_UNKNOWN (counted as lost). An fsync's exit looks whatever io_stamps says (its
- * stamps are not counted there).
+ * STAMP_ARGS_UNKNOWN (counted as lost). A read's or write's exit looks while io_stamps is
+ * not 0, an fsync's while io_fsync_stamps is not.
  */
 static __always_inline __u64 stamp_taken(struct task_struct *task, int nr, struct file *file,
 					 long *fd)
@@ -485,7 +483,8 @@ static __always_inline __u64 stamp_taken(struct task_struct *task, int nr, struc
 	__u64 start_ns = 0;
 
 	if (args_at_enter ||
-	    (latency_enabled && (fsync_syscall(nr) || !stamps_counted || io_stamps)))
+	    (latency_enabled &&
+	     (!stamps_counted || (fsync_syscall(nr) ? io_fsync_stamps : io_stamps))))
 		start = bpf_task_storage_get(&io_start, task, NULL, 0);
 	if (!start || start->nr != nr) {
 		if (!args_at_enter)
@@ -503,8 +502,8 @@ static __always_inline __u64 stamp_taken(struct task_struct *task, int nr, struc
 	if (args_at_enter ||
 	    (start->args[0] == (unsigned long)file && start->args[1] == file_inode_addr(file)))
 		start_ns = start->ts;
-	if (stamps_counted && start->ts && !fsync_syscall(nr))
-		__sync_fetch_and_sub(&io_stamps, 1);
+	if (stamps_counted && start->ts)
+		__sync_fetch_and_sub(fsync_syscall(nr) ? &io_fsync_stamps : &io_stamps, 1);
 	start->ts = 0;
 	if (args_at_enter) {
 		*fd = start->args[0];

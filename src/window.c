@@ -92,15 +92,16 @@ static bool wait_until(struct attach_window *w, uint64_t t)
 }
 
 /*
- * One window: program k attached at start + k * WINDOW_STAGGER_NS and closed window_ns after
- * its own attach, in that order, all from this thread. Staggered because a close blocks: it
- * detaches the program at once, then waits for a grace period (~40 ms); on 6.1 and 6.12 a
- * close's detach also waits behind the grace period of any close already under way
+ * One window (or piece of one): program k attached at start + k * WINDOW_STAGGER_NS and
+ * closed span_ns after its own attach, in that order, all from this thread. Staggered because
+ * a close blocks: it detaches the program at once, then waits for a grace period (~40 ms); on
+ * 6.1 and 6.12 a close's detach also waits behind the grace period of any close under way
  * (measured: the last of ten parallel closes took effect ~400 ms late), so closing all at
  * once would give the last program a window several times longer. Each program's span is
  * measured, from its attach to the start of its close. False when stopped.
  */
-static bool window_run(struct attach_window *w, uint64_t start, bool *warned)
+static bool window_run(struct attach_window *w, uint64_t start, uint64_t span_ns, bool count,
+		       bool *warned)
 {
 	uint64_t attached_at[WINDOW_MAX_PROGRAMS], spans[WINDOW_MAX_PROGRAMS] = { 0 };
 	int links[WINDOW_MAX_PROGRAMS];
@@ -109,9 +110,8 @@ static bool window_run(struct attach_window *w, uint64_t start, bool *warned)
 
 	while (next_close < w->n) {
 		uint64_t due_attach = start + next_attach * WINDOW_STAGGER_NS;
-		uint64_t due_close = next_close < next_attach ?
-					     attached_at[next_close] + w->window_ns :
-					     UINT64_MAX;
+		uint64_t due_close =
+			next_close < next_attach ? attached_at[next_close] + span_ns : UINT64_MAX;
 
 		if (next_attach < w->n && !stop && !failed && due_attach <= due_close) {
 			stop = wait_until(w, due_attach);
@@ -146,7 +146,7 @@ static bool window_run(struct attach_window *w, uint64_t start, bool *warned)
 	pthread_mutex_lock(&w->lock);
 	if (failed)
 		w->stats.failed++;
-	else if (!stop)
+	else if (!stop && count)
 		w->stats.windows++;
 	/* each program's span: its syscall's calls are timed for this long */
 	for (size_t k = 0; k < w->n; k++)
@@ -155,16 +155,36 @@ static bool window_run(struct attach_window *w, uint64_t start, bool *warned)
 	return !stop;
 }
 
+int window_pieces(uint64_t period, uint64_t period_ns, uint64_t span_ns, uint64_t offset,
+		  uint64_t start[2], uint64_t len[2])
+{
+	offset %= period_ns;
+	if (offset + span_ns <= period_ns) {
+		start[0] = period + offset;
+		len[0] = span_ns;
+		return 1;
+	}
+	start[0] = period;
+	len[0] = offset + span_ns - period_ns;
+	start[1] = period + offset;
+	len[1] = period_ns - offset;
+	return 2;
+}
+
 static void *window_thread(void *arg)
 {
 	struct attach_window *w = arg;
-	uint64_t period = monotonic_ns();
-	uint64_t slack = w->period_ns - w->window_ns - w->n * WINDOW_STAGGER_NS;
+	uint64_t period = monotonic_ns(), start[2], len[2];
 	bool warned = false;
+	int n;
 
 	for (;;) {
-		if (!window_run(w, period + window_random(&w->rng) % (slack + 1), &warned))
-			break;
+		n = window_pieces(period, w->period_ns, w->window_ns, window_random(&w->rng), start,
+				  len);
+		/* a period's window counts once, in one piece or two */
+		for (int i = 0; i < n; i++)
+			if (!window_run(w, start[i], len[i], i == n - 1, &warned))
+				return NULL;
 		period += w->period_ns;
 		/* behind by more than a period (a stopped process, slow closes): start afresh */
 		if (monotonic_ns() > period + w->period_ns)

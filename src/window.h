@@ -37,8 +37,9 @@ struct attach_window_stats {
  * Opens a perf event for each of n tracepoints ("category/event"; NULL for a tp_btf program,
  * attached to its own raw tracepoint with BPF_RAW_TRACEPOINT_OPEN): the windows, not yet
  * running. From attach_window_run on, in each period of period_ns, each of the programs
- * prog_fds[0..n) is attached for window_ns, from a random offset (n * 50 ms + window_ns must
- * fit in the period). NULL with err on failure (nothing left open).
+ * prog_fds[0..n) is attached for window_ns, at a random offset (window_pieces), program k
+ * 50 ms after program k - 1 (n * 50 ms + window_ns must fit in the period). NULL with err on
+ * failure (nothing left open).
  */
 struct attach_window *attach_window_open(const int *prog_fds, const char *const *points, size_t n,
 					 uint64_t window_ns, uint64_t period_ns, char *err,
@@ -56,6 +57,19 @@ struct attach_window *attach_window_start(const int *prog_fds, const char *const
 					  size_t errlen);
 
 void attach_window_stats(struct attach_window *w, struct attach_window_stats *out);
+
+/*
+ * Where a period's window of span_ns lies, from offset (any number: taken modulo period_ns):
+ * at that offset in the period, and a window that would run past the period's end has that
+ * part at the period's start instead (wrapped). So every phase of the period is in the window
+ * with the same chance, span_ns / period_ns, and a workload that repeats on the period's beat
+ * is sampled as any other. (Until 2026-12-06 the offset was drawn from the room left before
+ * the period's end: the phases near its start were seldom in a window and the last
+ * window_ns + 50 ms never.) Writes the pieces in time order, each inside the period; returns
+ * how many, 1 or 2.
+ */
+int window_pieces(uint64_t period, uint64_t period_ns, uint64_t span_ns, uint64_t offset,
+		  uint64_t start[2], uint64_t len[2]);
 
 /*
  * A perf event on the tracepoint ("category/event"), on CPU 0 and disabled: only a handle for

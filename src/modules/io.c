@@ -665,12 +665,19 @@ static int io_collect(struct plumb_module *m, struct prom_writer *w)
 				    "then are the ones timed.");
 			prom_sample(w, NULL, 0, ws.attached_ns[0] / 1e9);
 			prom_family(w, "plumb_io_latency_stamps", PROM_GAUGE,
-				    "Timed calls not returned yet: stamps the latency windows' "
-				    "enter program set that no exit has cleared. 0 between "
-				    "windows; while above 0 every counted call's exit looks up "
-				    "its stamp (slower, not wrong).");
+				    "Timed read and write calls not returned yet: stamps the "
+				    "latency windows' enter program set that no exit has cleared. "
+				    "0 between windows; while above 0 every counted read and "
+				    "write exit looks up its stamp (slower, not wrong).");
 			prom_sample(w, NULL, 0,
 				    (double)__atomic_load_n(&s->skel->bss->io_stamps,
+							    __ATOMIC_RELAXED));
+			prom_family(w, "plumb_io_latency_fsync_stamps", PROM_GAUGE,
+				    "Timed fsync and fdatasync calls not returned yet (a slow "
+				    "disk's can last seconds); while above 0 every fsync exit "
+				    "looks up its stamp.");
+			prom_sample(w, NULL, 0,
+				    (double)__atomic_load_n(&s->skel->bss->io_fsync_stamps,
 							    __ATOMIC_RELAXED));
 		}
 		for (int k = 0; k < IO_LAT_BUCKETS - 1; k++)

@@ -400,14 +400,14 @@ def blkio_throttled(cleanup, mount, bps):
 def test_slow_fsync_stamps(world, agent, cleanup):
     """An fsync timed in a window leaves plumb_io_latency_stamps at 0 while it lasts: only
     reads' and writes' stamps are counted there (an exit looks up its stamp while any is
-    out), an fsync's exit always looks. Writes to the ext4 image's loop device throttled to
+    out), fsyncs' stamps are counted apart. Writes to the ext4 image's loop device throttled to
     256 KiB/s (blkio), 12 rounds of a 192 KiB write and an fsync (~0.75 s each); with
     --io-latency-sample 2 about half start in a window and are timed. The stamps, sampled
     every 50 ms, stay 0 (counted, they would be 1 for the whole of each timed fsync).
-    Not 1 s rounds: a window lies at a random offset within its second of a fixed grid, so
-    calls that start at one phase of that second each round all share one chance of being in
-    a window, near 0 at the second's edges (found here: 10 rounds of 1.00 s, none timed);
-    rounds of 0.75 s go through four phases 0.25 s apart, which between them have two."""
+    Not 1 s rounds: the calls would all start at one phase of the windows' 1 s grid, each
+    with one chance of being in a window. (Before src/window.c wrapped windows around the
+    period's end that chance was near 0 at the grid second's edges: 10 rounds of 1.00 s, none
+    timed, three runs out of three.) Rounds of 0.75 s go through four phases 0.25 s apart."""
     procs = blkio_throttled(cleanup, world.ext4, 262144)
     assert procs, "no cgroup v1 blkio hierarchy to throttle the loop device with"
     a2 = Agent(cleanup, "--io-latency-sample", "2")
@@ -419,10 +419,13 @@ def test_slow_fsync_stamps(world, agent, cleanup):
                               f"unlink:{world.ext4}/slow-sync"],
                              stdout=subprocess.PIPE, text=True)
         cleanup.add(p.kill)
-        samples = []
+        samples, fsync_samples, t0 = [], [], time.monotonic()
         while p.poll() is None:
-            samples.append(value(a2.metrics(), "plumb_io_latency_stamps"))
+            m = a2.metrics()
+            samples.append(value(m, "plumb_io_latency_stamps"))
+            fsync_samples.append(value(m, "plumb_io_latency_fsync_stamps"))
             time.sleep(0.05)
+        elapsed = time.monotonic() - t0
         out = p.stdout.read()
         assert p.returncode == 0, f"iowork exited {p.returncode}"
         truth = [int(x) / 1e9 for x in out.split("synctimed: ")[1].split()[0].split(",")]
@@ -432,13 +435,21 @@ def test_slow_fsync_stamps(world, agent, cleanup):
         timed = value(m, "plumb_io_latency_seconds_count", op="fsync", **lab)
         secs = value(m, "plumb_io_latency_seconds_sum", op="fsync", **lab)
         held = sum(1 for v in samples if v > 0)
+        fsync_held = sum(1 for v in fsync_samples if v > 0)
         print(f"  {rounds} fsyncs of {min(truth):.2f}-{max(truth):.2f} s: {timed:.0f} timed "
-              f"({secs:.2f} s); stamps above 0 in {held} of {len(samples)} samples")
+              f"({secs:.2f} s); stamps above 0 in {held} of {len(samples)} samples, fsync "
+              f"stamps in {fsync_held}")
         assert min(truth) >= 0.4, f"the throttle did not slow the fsyncs: {truth}"
         assert timed >= 2 and secs >= 0.8, f"{timed:.0f} fsyncs timed ({secs:.2f} s)"
         # a read or write timed in a window holds a stamp for microseconds: a sample may
         # meet one; a counted fsync stamp would be in ~1 in 2 of them
         assert held <= 2, f"stamps above 0 in {held} of {len(samples)} samples"
+        # the fsyncs' own count is up while a timed one lasts: in about the share of the
+        # samples that the timed fsyncs are of the time (give or take the samples' noise)
+        want = len(fsync_samples) * secs / elapsed
+        assert fsync_held >= 0.75 * want, \
+            f"fsync stamps above 0 in {fsync_held} samples, ~{want:.0f} expected"
+        assert value(m, "plumb_io_latency_fsync_stamps") == 0, "an fsync stamp left"
     finally:
         a2.stop()
 

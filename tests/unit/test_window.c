@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * src/window.h's window_pieces: a period's window lies inside its period, in one piece or two,
+ * spans what it should, and over every offset (drawn uniformly by the windows' thread) each
+ * phase of the period is in exactly as many windows as any other: a workload that repeats on
+ * the period's beat has the same chance of being timed at whatever phase it runs.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <cmocka.h>
+
+#include "window.h"
+
+/* io's shapes: 1/16 of a second, 1/2 of one, a 10 ms window of a 1.6 s period; units any */
+static const uint64_t shapes[][2] = { { 1600, 100 }, { 1000, 500 }, { 1600, 10 }, { 7, 7 } };
+
+static void test_pieces_inside(void **state)
+{
+	uint64_t start[2], len[2], period = 1000000;
+
+	(void)state;
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		uint64_t p = shapes[s][0], span = shapes[s][1];
+
+		for (uint64_t off = 0; off < 3 * p; off++) {
+			int n = window_pieces(period, p, span, off, start, len);
+
+			assert_true(n == 1 || n == 2);
+			assert_int_equal(len[0] + (n == 2 ? len[1] : 0), span);
+			for (int i = 0; i < n; i++) {
+				assert_true(len[i] > 0);
+				assert_true(start[i] >= period && start[i] + len[i] <= period + p);
+			}
+			if (n == 2) /* in time order, apart (touching when span is p) */
+				assert_true(start[0] + len[0] <= start[1]);
+			/* the offset taken modulo the period */
+			assert_int_equal(start[n - 1] + len[n - 1] - period,
+					 n == 2 ? p : off % p + span);
+		}
+	}
+}
+
+static void test_phases_equal(void **state)
+{
+	uint64_t start[2], len[2];
+
+	(void)state;
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		uint64_t p = shapes[s][0], span = shapes[s][1];
+		uint64_t *covered = calloc(p, sizeof(*covered));
+
+		assert_non_null(covered);
+		/* every offset once: the phases each window covers, counted */
+		for (uint64_t off = 0; off < p; off++) {
+			int n = window_pieces(0, p, span, off, start, len);
+
+			for (int i = 0; i < n; i++)
+				for (uint64_t t = start[i]; t < start[i] + len[i]; t++)
+					covered[t]++;
+		}
+		/* each phase in span windows of the p: the chance span / p, the ends too */
+		for (uint64_t t = 0; t < p; t++)
+			assert_int_equal(covered[t], span);
+		free(covered);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_pieces_inside),
+		cmocka_unit_test(test_phases_equal),
+	};
+
+	return cmocka_run_group_tests_name("window", tests, NULL, NULL);
+}
