@@ -80,7 +80,7 @@ test-integration: check-root all $(BUILD)/iowork $(BUILD)/schedwork $(BUILD)/wai
 
 # libFuzzer targets (fuzz/*.c) on the parsers they name, with ASan and UBSan; `make fuzz` runs
 # each for FUZZ_SECONDS from its corpus (fuzz/corpus/NAME: seeds and every crash found, kept
-# as regressions); `make test` runs each for 10 s (tests/fuzz.sh)
+# as regressions); `make test` runs each for 6 s (tests/fuzz.sh)
 FUZZERS := $(BUILD)/fuzz/webconfig $(BUILD)/fuzz/http
 FUZZ_CFLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	-std=gnu11 -D_GNU_SOURCE -DPLUMB_VERSION=\"$(VERSION)\" -Iinclude -Isrc

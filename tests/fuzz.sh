@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/fuzz.sh [SECONDS]   (make fuzz; make test runs it for 10 s through tests/run-all.sh)
+# tests/fuzz.sh [SECONDS]   (make fuzz; make test runs it for 6 s through tests/run-all.sh)
 #   Runs each libFuzzer target in build/fuzz/ for SECONDS (default 60) from its corpus,
 #   fuzz/corpus/NAME (the seeds and every crash found, kept there as a regression: each run
 #   replays them first). New inputs go to build/fuzz/corpus-NAME, not into the repository.

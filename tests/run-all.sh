@@ -53,7 +53,7 @@ if [ "$what" = all ] || [ "$what" = integration ]; then
 	fi
 fi
 if [ "$what" = all ] || [ "$what" = fuzz ]; then
-	run tests/fuzz.sh "${PLUMB_FUZZ_SECONDS:-10}"
+	run tests/fuzz.sh "${PLUMB_FUZZ_SECONDS:-6}"
 fi
 echo
 echo "$passed passed, $failed failed"

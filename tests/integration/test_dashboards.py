@@ -472,7 +472,7 @@ class Live:
 
     def settle(self):
         """Enough scrapes of every workload for rates over $__rate_interval and the range."""
-        time.sleep(max(0.0, self.started + 30 - time.time()))
+        time.sleep(max(0.0, self.started + (30 if EMULATED else 22) - time.time()))
         time.sleep(2 * SCRAPE)
         self.check_running()
 
