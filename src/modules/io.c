@@ -600,6 +600,14 @@ static uint64_t latency_count(const uint64_t *buckets)
 	return n;
 }
 
+/* A count of stamps out, a global the BPF programs change atomically. */
+static void emit_stamps(struct prom_writer *w, const char *name, const char *help,
+			const __u64 *count)
+{
+	prom_family(w, name, PROM_GAUGE, help);
+	prom_sample(w, NULL, 0, (double)__atomic_load_n(count, __ATOMIC_RELAXED));
+}
+
 static int io_collect(struct plumb_module *m, struct prom_writer *w)
 {
 	struct io_state *s = m->priv;
@@ -664,21 +672,17 @@ static int io_collect(struct plumb_module *m, struct prom_writer *w)
 				    "every read, write and fsync syscall): the calls that entered "
 				    "then are the ones timed.");
 			prom_sample(w, NULL, 0, ws.attached_ns[0] / 1e9);
-			prom_family(w, "plumb_io_latency_stamps", PROM_GAUGE,
+			emit_stamps(w, "plumb_io_latency_stamps",
 				    "Timed read and write calls not returned yet: stamps the "
 				    "latency windows' enter program set that no exit has cleared. "
 				    "0 between windows; while above 0 every counted read and "
-				    "write exit looks up its stamp (slower, not wrong).");
-			prom_sample(w, NULL, 0,
-				    (double)__atomic_load_n(&s->skel->bss->io_stamps,
-							    __ATOMIC_RELAXED));
-			prom_family(w, "plumb_io_latency_fsync_stamps", PROM_GAUGE,
+				    "write exit looks up its stamp (slower, not wrong).",
+				    &s->skel->bss->io_stamps);
+			emit_stamps(w, "plumb_io_latency_fsync_stamps",
 				    "Timed fsync and fdatasync calls not returned yet (a slow "
 				    "disk's can last seconds); while above 0 every fsync exit "
-				    "looks up its stamp.");
-			prom_sample(w, NULL, 0,
-				    (double)__atomic_load_n(&s->skel->bss->io_fsync_stamps,
-							    __ATOMIC_RELAXED));
+				    "looks up its stamp.",
+				    &s->skel->bss->io_fsync_stamps);
 		}
 		for (int k = 0; k < IO_LAT_BUCKETS - 1; k++)
 			bounds[k] = io_latency_bound(k);
