@@ -474,17 +474,16 @@ static __always_inline bool syscall_args(struct task_struct *task, int nr, unsig
  * away must not leave its timestamp to the next, untimed, call of the syscall): its entry
  * time when it was timed on this file, else 0, and with args_at_enter its fd in *fd; or
  * STAMP_ARGS_UNKNOWN (counted as lost). A read's or write's exit looks while io_stamps is
- * not 0, an fsync's while io_fsync_stamps is not.
+ * not 0, an fsync's (fsync: a constant in each exit) while io_fsync_stamps is not.
  */
-static __always_inline __u64 stamp_taken(struct task_struct *task, int nr, struct file *file,
-					 long *fd)
+static __always_inline __u64 stamp_taken(struct task_struct *task, int nr, bool fsync,
+					 struct file *file, long *fd)
 {
 	struct syscall_start *start = NULL;
 	__u64 start_ns = 0;
 
 	if (args_at_enter ||
-	    (latency_enabled &&
-	     (!stamps_counted || (fsync_syscall(nr) ? io_fsync_stamps : io_stamps))))
+	    (latency_enabled && (!stamps_counted || (fsync ? io_fsync_stamps : io_stamps))))
 		start = bpf_task_storage_get(&io_start, task, NULL, 0);
 	if (!start || start->nr != nr) {
 		if (!args_at_enter)
@@ -503,7 +502,7 @@ static __always_inline __u64 stamp_taken(struct task_struct *task, int nr, struc
 	    (start->args[0] == (unsigned long)file && start->args[1] == file_inode_addr(file)))
 		start_ns = start->ts;
 	if (stamps_counted && start->ts)
-		__sync_fetch_and_sub(fsync_syscall(nr) ? &io_fsync_stamps : &io_stamps, 1);
+		__sync_fetch_and_sub(fsync ? &io_fsync_stamps : &io_stamps, 1);
 	start->ts = 0;
 	if (args_at_enter) {
 		*fd = start->args[0];
@@ -541,7 +540,7 @@ static __always_inline int rw_exit(struct syscall_exit_ctx *ctx, int dir)
 		if (file && !counted_file(file))
 			return 0; /* pipes, sockets, ttys (wait and flow's business): never stamped */
 	}
-	start_ns = stamp_taken(task, ctx->nr, file, &fd);
+	start_ns = stamp_taken(task, ctx->nr, false, file, &fd);
 	if (start_ns == STAMP_ARGS_UNKNOWN)
 		return 0;
 	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
@@ -903,7 +902,7 @@ static __always_inline int fsync_exit(struct syscall_exit_ctx *ctx)
 		fd = SYSCALL_ARG1((struct pt_regs *)bpf_task_pt_regs(task));
 		file = fd_to_file(task, fd);
 	}
-	start_ns = stamp_taken(task, ctx->nr, file, &fd);
+	start_ns = stamp_taken(task, ctx->nr, true, file, &fd);
 	if (start_ns == STAMP_ARGS_UNKNOWN)
 		return 0;
 	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
