@@ -79,7 +79,8 @@ def test_accuracy(agent, cleanup):
     m = agent.metrics()
     g = got(m, cg)
     # host-wide, for a miss's message: episodes whose switch-in closed nothing, recovered
-    # and lost (a block 4.44% short in a 6.12 guest, 2026-12-06, was not explained)
+    # and lost (blocks 4.44% and 3.57% short in guests, 2026-12-06, were schedwork's: its
+    # vfork phase's wall time held its first, slow read of /proc/stat, 7.5 ms in a 6.1 guest)
     recovered, lost = (b - a for a, b in zip(unclosed0, unclosed(m)))
     # the kernel's own counts, read at exit: the ones the worker and its vfork child read of
     # themselves at their ends (the agent's also hold their exits after those reads)
