@@ -215,21 +215,55 @@ static void write_program_stats(struct prom_writer *w, struct module_health *hea
 	}
 }
 
-/* plumb_events_lost_total: of every module, or of module only (< plumb_module_count) */
+/*
+ * Runs of the object's programs the kernel skipped because the same program was already
+ * running on that CPU (its recursion guard for tracing programs): events the module never
+ * saw. Counted by the kernel whether or not bpf_stats is on; -1 when none could be read.
+ */
+static double recursion_misses(struct bpf_object *obj)
+{
+	struct bpf_prog_info info;
+	struct bpf_program *prog;
+	double sum = -1;
+	__u32 len;
+
+	bpf_object__for_each_program (prog, obj) {
+		if (bpf_program__fd(prog) < 0)
+			continue;
+		memset(&info, 0, sizeof(info));
+		len = sizeof(info);
+		if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len))
+			continue;
+		sum = (sum < 0 ? 0 : sum) + (double)info.recursion_misses;
+	}
+	return sum;
+}
+
+/*
+ * plumb_events_lost_total: of every module, or of module only (< plumb_module_count: its part
+ * of a handover, which holds what its maps hold; the programs' recursion misses are not in
+ * them, and the next agent's programs count theirs from 0, so they are carried whole)
+ */
 static void write_lost(struct prom_writer *w, const struct module_health *health, size_t only)
 {
 	struct prom_label l[2];
+	double misses;
 
 	prom_family(w, "plumb_events_lost_total", PROM_COUNTER,
 		    "Events a module could not count, by reason.");
 	for (size_t i = 0; i < plumb_module_count; i++) {
 		if (only < plumb_module_count && i != only)
 			continue;
+		l[0] = (struct prom_label){ "module", plumb_modules[i]->name };
 		for (size_t j = 0; j < health[i].nlost; j++) {
-			l[0] = (struct prom_label){ "module", plumb_modules[i]->name };
 			l[1] = (struct prom_label){ "reason", health[i].lost[j].reason };
 			prom_sample(w, l, 2, (double)health[i].lost[j].count);
 		}
+		if (only < plumb_module_count || !plumb_modules[i]->up || !health[i].obj ||
+		    (misses = recursion_misses(health[i].obj)) < 0)
+			continue;
+		l[1] = (struct prom_label){ "reason", "recursion" };
+		prom_sample(w, l, 2, misses);
 	}
 }
 

@@ -902,6 +902,16 @@ def test_exposition(world, agent, cleanup):
                          for v in parts.values()), parts
     assert value(m, "plumb_map_capacity", module="io", map="io_stats") == 4096
     assert value(m, "plumb_map_entries", module="io", map="io_stats") > 0
+    # each loaded module's programs' recursion misses, the kernel's own count (the wait module's
+    # programs are in the sched object, counted there), no more than bpftool's for the host's
+    # programs, read after
+    recursion = {dict(k)["module"]: v for k, v in
+                 select(m, "plumb_events_lost_total", reason="recursion").items()}
+    up = {dict(k)["module"] for k, v in select(m, "plumb_module_up").items() if v == 1}
+    assert set(recursion) == up - {"wait"}, f"recursion misses of {recursion}, modules up {up}"
+    host = sum(p.get("recursion_misses", 0)
+               for p in json.loads(sh("bpftool", "prog", "show", "-j").stdout or "[]"))
+    assert sum(recursion.values()) <= host, f"recursion misses {recursion}, bpftool's {host}"
 
 
 def test_memory_bounded(world, agent, cleanup):
