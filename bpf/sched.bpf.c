@@ -596,8 +596,10 @@ static __always_inline __u64 wake_enqueue(__u64 queued, __u64 run_delay, struct 
  * another storage call was in progress on that CPU did that (as when an interrupt wakes a
  * thread while the agent's iterator is inside one: ~2 a second on an idle host with the
  * earlier sched_wakeup design); later kernels no longer refuse it, and on 6.18 it is still
- * seen, ~30 a minute on an idle host here (mostly kernel threads), cause not found. Called
- * at the thread's next blocking switch-out, and at its next switch-in when it was preempted
+ * seen, ~30 a minute on an idle host here (mostly kernel threads): this project's machines
+ * (a Firecracker guest, 6.18.44-fc) trace no switch away from their own PID 1 threads, so
+ * the thread switched in after one has no sched_switch event (ftrace and perf miss it too).
+ * Called at the thread's next blocking switch-out, and at its next switch-in when it was preempted
  * first: if it arrived on a CPU exactly once since it blocked, the episode ends at that
  * arrival's enqueue, as it would have at that switch-in (counted as recovered): that moment
  * is returned, for episode_close() (one inlined copy of it per caller: a third made 6.1's

@@ -63,6 +63,60 @@ class Work:
             self.proc.wait()
 
 
+class SwitchWitness:
+    """The kernel's own tracer on the context switches of threads named `name`: a tracefs
+    instance of the test's own, its sched_switch event filtered to them. On the machines
+    this project is built on (a Firecracker guest, kernel 6.18.44-fc), no switch away from
+    the machine's own PID 1 threads (tokio-rt-worker) is traced, to ftrace, perf or BPF
+    alike: the thread switched in then has no switch-in event (ftrace, 50 s with two CPUs
+    busy: 126 of 19,297 switches, 124 of them from tokio-rt-worker). Such a switch-in of a
+    thread shows in its trace as two switch-outs in a row."""
+
+    def __init__(self, cleanup, name):
+        self.name = name
+        base = "/sys/kernel/tracing"
+        if not os.path.isdir(f"{base}/instances"):
+            subprocess.run(["mount", "-t", "tracefs", "nodev", base], capture_output=True)
+        self.dir = f"{base}/instances/plumb-test-{os.getpid()}"
+        if not os.path.isdir(f"{base}/instances"):
+            self.dir = None  # no tracefs: nothing is known to be hidden
+            return
+        os.mkdir(self.dir)
+        cleanup.add(self.close)
+        event = f"{self.dir}/events/sched/sched_switch"
+        for path, text in ((f"{self.dir}/buffer_size_kb", "1024"),
+                           (f"{event}/filter", f'prev_comm == "{name}" || next_comm == "{name}"'),
+                           (f"{event}/enable", "1")):
+            with open(path, "w") as f:
+                f.write(text)
+
+    def hidden_switch_ins(self):
+        """Switch-ins of the traced threads the tracer did not see (after their first seen)."""
+        if not self.dir:
+            return 0
+        last, hidden = {}, 0
+        with open(f"{self.dir}/trace") as f:
+            for line in f:
+                fields = dict(x.split("=", 1) for x in line.split() if "=" in x)
+                if "sched_switch:" not in line or "prev_pid" not in fields:
+                    continue
+                for side, way in (("prev", "out"), ("next", "in")):
+                    if fields[f"{side}_comm"] != self.name:
+                        continue  # the other side of the switch: its switches are not all here
+                    tid = fields[f"{side}_pid"]
+                    if way == "out" and last.get(tid) == "out":
+                        hidden += 1
+                    if way == "in" or tid in last:
+                        last[tid] = way
+        return hidden
+
+    def close(self):
+        if self.dir and os.path.isdir(self.dir):
+            with open(f"{self.dir}/events/sched/sched_switch/enable", "w") as f:
+                f.write("0")
+            os.rmdir(self.dir)
+
+
 def kinds_of(m, cg):
     return ({k: value(m, "plumb_wait_seconds_total", cgroup=cg, kind=k) for k in KINDS},
             {k: value(m, "plumb_wait_calls_total", cgroup=cg, kind=k) for k in KINDS})
@@ -99,7 +153,7 @@ def switches(tid):
 
 
 def check_kind(agent, cleanup, kind, rounds=ROUNDS, spin=False, miss=False, ms=MS,
-               migrate=False):
+               migrate=False, tag=""):
     """One resource of `kind`: the workload's totals and the thread's entry for the resource.
     With spin, the waiter spins after its last wait: read before it switches out again, that
     wait must be whole in the counts all the same (it is closed at its switch-in, dated at its
@@ -114,7 +168,7 @@ def check_kind(agent, cleanup, kind, rounds=ROUNDS, spin=False, miss=False, ms=M
                         reason="futex_key_unresolved")
     recovered0 = value(m, "plumb_sched_episodes_recovered_total")
     cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/wait-{kind}{'-spin' * spin}"
-                             f"{'-miss' * miss}{'-migrate' * migrate}")
+                             f"{'-miss' * miss}{'-migrate' * migrate}{tag}")
     work = Work(cleanup, cg_dir, kind, rounds, spin, miss, ms, migrate)
     w = work.w
     before = switches(w["tid"])
@@ -198,9 +252,34 @@ def test_missed_switch_in(cleanup):
     env = {**os.environ, "PLUMB_TEST_MISS_SWITCH_IN": "1"}
     agent = Agent(cleanup, "--modules", "sched,wait", wait_for_module=False, env=env)
     settle(agent, lambda m: value(m, "plumb_module_up", module="wait") == 1, timeout=10)
-    check_kind(agent, cleanup, "pipe", 1, spin=True, miss=True)
-    check_kind(agent, cleanup, "pipe", 10, miss=True, ms=50)
+    check_missed(agent, cleanup, 1, spin=True)
+    check_missed(agent, cleanup, 10, ms=50)
     agent.stop()
+
+
+def check_missed(agent, cleanup, rounds, **kw):
+    """check_kind with miss, once more (twice at most) when the kernel hid one of the waiter's
+    switch-ins from tracing (SwitchWitness) and a wait was counted lost (wakeup_unseen): a
+    switch-in that plumb skips (the fault) and then one that no tracer sees leave two arrivals
+    since the block, from which the wait's end cannot be found. That run says nothing of the
+    recovery under test; a loss not counted, or one without a hidden switch, fails at once."""
+    for attempt in range(3):
+        lost0 = value(agent.metrics(), "plumb_events_lost_total", module="sched",
+                      reason="wakeup_unseen")
+        witness = SwitchWitness(cleanup, "miss-switch-in")
+        try:
+            check_kind(agent, cleanup, "pipe", rounds, miss=True, tag=f"-{attempt}", **kw)
+            return
+        except AssertionError as e:
+            hidden = witness.hidden_switch_ins()
+            lost = value(agent.metrics(), "plumb_events_lost_total", module="sched",
+                         reason="wakeup_unseen") - lost0
+            if not hidden or not lost or attempt == 2:
+                raise
+            print(f"  again: {e} ({lost:.0f} wait(s) counted lost; {hidden} of the waiter's "
+                  "switch-ins hidden from the kernel's tracer)")
+        finally:
+            witness.close()
 
 
 # One thread waits on SOCKETS socket pairs in turn, one after another (each recv(2) blocks
