@@ -86,6 +86,14 @@ uint64_t window_random(uint64_t *state)
 	return *state;
 }
 
+uint64_t window_next_start(uint64_t start, uint64_t period_ns, uint64_t window_ns,
+			   uint64_t drain_ns, uint64_t random)
+{
+	uint64_t slack = period_ns - window_ns - drain_ns;
+
+	return start + window_ns + drain_ns + random % (2 * slack + 1);
+}
+
 static bool wait_until(struct attach_window *w, uint64_t t)
 {
 	return window_wait_until(&w->lock, &w->cond, &w->stop, t);

@@ -567,18 +567,17 @@ static bool window_open(struct netstack_window *w, bool *warned)
 }
 
 /*
- * Each period's window starts at a random offset in it (a workload that repeats on the
- * period's beat is not always seen at the same phase); the first is the load's attach.
+ * A window a period on average, each after a random gap (a workload that repeats on a beat
+ * is seen at every phase of it alike); the first is the load's attach.
  */
 static void *window_thread(void *arg)
 {
 	struct netstack_window *w = arg;
-	uint64_t slack = w->period_ns - NETSTACK_WINDOW_NS - NETSTACK_DRAIN_NS;
-	uint64_t period, opened;
+	uint64_t start, opened;
 	bool warned = false, open = true;
 
 	pthread_mutex_lock(&w->lock);
-	period = opened = w->open_since;
+	start = opened = w->open_since;
 	pthread_mutex_unlock(&w->lock);
 	for (;;) {
 		if (open) {
@@ -592,12 +591,19 @@ static void *window_thread(void *arg)
 				break;
 			window_close(w);
 		}
-		period += w->period_ns;
-		/* behind by more than a period (a stopped process): start afresh */
-		if (monotonic_ns() > period + slack)
-			period = monotonic_ns();
-		if (window_wait_taken(w) ||
-		    window_wait(w, period + window_random(&w->rng) % (slack + 1)))
+		/*
+		 * A gap drawn afresh after each window (window_next_start). One offset drawn
+		 * inside each period of a fixed grid left a phase near the grid's edges seldom
+		 * in a window, and the last drain of each period never.
+		 */
+		start = window_next_start(start, w->period_ns, NETSTACK_WINDOW_NS,
+					  NETSTACK_DRAIN_NS, window_random(&w->rng));
+		if (window_wait_taken(w))
+			break;
+		/* late (the tick took the interval after that, or the process was stopped): now */
+		if (monotonic_ns() > start)
+			start = monotonic_ns();
+		if (window_wait(w, start))
 			break;
 		open = window_open(w, &warned);
 		pthread_mutex_lock(&w->lock);
