@@ -106,10 +106,12 @@ static bool wait_until(struct attach_window *w, uint64_t t)
  * 6.1 and 6.12 a close's detach also waits behind the grace period of any close under way
  * (measured: the last of ten parallel closes took effect ~400 ms late), so closing all at
  * once would give the last program a window several times longer. Each program's span is
- * measured, from its attach to the start of its close. False when stopped.
+ * measured, from its attach to the start of its close. The period's window is counted at its
+ * last piece (count): as failed when any of its pieces could not attach all (period_failed
+ * gathers them). False when stopped.
  */
 static bool window_run(struct attach_window *w, uint64_t start, uint64_t span_ns, bool count,
-		       bool *warned)
+		       bool *period_failed, bool *warned)
 {
 	uint64_t attached_at[WINDOW_MAX_PROGRAMS], spans[WINDOW_MAX_PROGRAMS] = { 0 };
 	int links[WINDOW_MAX_PROGRAMS];
@@ -151,10 +153,12 @@ static bool window_run(struct attach_window *w, uint64_t start, uint64_t span_ns
 		close(links[next_close]);
 		links[next_close++] = -1;
 	}
+	/* a period's window counts once, failed when either piece failed */
+	*period_failed |= failed;
 	pthread_mutex_lock(&w->lock);
-	if (failed)
+	if (count && *period_failed)
 		w->stats.failed++;
-	else if (!stop && count)
+	else if (count && !stop)
 		w->stats.windows++;
 	/* each program's span: its syscall's calls are timed for this long */
 	for (size_t k = 0; k < w->n; k++)
@@ -183,15 +187,16 @@ static void *window_thread(void *arg)
 {
 	struct attach_window *w = arg;
 	uint64_t period = monotonic_ns(), start[2], len[2];
-	bool warned = false;
+	bool warned = false, failed;
 	int n;
 
 	for (;;) {
 		n = window_pieces(period, w->period_ns, w->window_ns, window_random(&w->rng), start,
 				  len);
 		/* a period's window counts once, in one piece or two */
+		failed = false;
 		for (int i = 0; i < n; i++)
-			if (!window_run(w, start[i], len[i], i == n - 1, &warned))
+			if (!window_run(w, start[i], len[i], i == n - 1, &failed, &warned))
 				return NULL;
 		period += w->period_ns;
 		/* behind by more than a period (a stopped process, slow closes): start afresh */
