@@ -177,12 +177,21 @@ static int bpf_stats_enabled(void)
 	return on;
 }
 
+/* The kernel's figures of a loaded program; false when it is not loaded or they cannot be read. */
+static bool prog_info(const struct bpf_program *prog, struct bpf_prog_info *info)
+{
+	__u32 len = sizeof(*info);
+
+	memset(info, 0, sizeof(*info));
+	return bpf_program__fd(prog) >= 0 &&
+	       !bpf_obj_get_info_by_fd(bpf_program__fd(prog), info, &len);
+}
+
 static void write_program_stats(struct prom_writer *w, struct module_health *health)
 {
 	struct bpf_prog_info info;
 	struct bpf_program *prog;
 	struct prom_label l[2];
-	__u32 len;
 	int pass;
 
 	/* two families, each over every program of every module */
@@ -199,11 +208,7 @@ static void write_program_stats(struct prom_writer *w, struct module_health *hea
 			if (!plumb_modules[i]->up || !health[i].obj)
 				continue;
 			bpf_object__for_each_program (prog, health[i].obj) {
-				if (bpf_program__fd(prog) < 0)
-					continue;
-				memset(&info, 0, sizeof(info));
-				len = sizeof(info);
-				if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len))
+				if (!prog_info(prog, &info))
 					continue;
 				l[0] = (struct prom_label){ "module", plumb_modules[i]->name };
 				l[1] = (struct prom_label){ "program", bpf_program__name(prog) };
@@ -225,17 +230,10 @@ static double recursion_misses(struct bpf_object *obj)
 	struct bpf_prog_info info;
 	struct bpf_program *prog;
 	double sum = -1;
-	__u32 len;
 
-	bpf_object__for_each_program (prog, obj) {
-		if (bpf_program__fd(prog) < 0)
-			continue;
-		memset(&info, 0, sizeof(info));
-		len = sizeof(info);
-		if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len))
-			continue;
-		sum = (sum < 0 ? 0 : sum) + (double)info.recursion_misses;
-	}
+	bpf_object__for_each_program (prog, obj)
+		if (prog_info(prog, &info))
+			sum = (sum < 0 ? 0 : sum) + (double)info.recursion_misses;
 	return sum;
 }
 
