@@ -89,9 +89,10 @@ uint64_t window_random(uint64_t *state)
 uint64_t window_next_start(uint64_t start, uint64_t period_ns, uint64_t window_ns,
 			   uint64_t drain_ns, uint64_t random)
 {
-	uint64_t slack = period_ns - window_ns - drain_ns;
+	uint64_t busy = window_ns + drain_ns;
+	uint64_t slack = period_ns > busy ? period_ns - busy : 0; /* no room: back to back */
 
-	return start + window_ns + drain_ns + random % (2 * slack + 1);
+	return start + busy + random % (2 * slack + 1);
 }
 
 static bool wait_until(struct attach_window *w, uint64_t t)

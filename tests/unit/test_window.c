@@ -83,6 +83,8 @@ static void test_next_start_phases(void **state)
 	uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 	(void)state;
+	/* a period with no room past the window and its drain: back to back, never wrapped */
+	assert_int_equal(window_next_start(10, 5, 4, 2, 12345), 16);
 	for (size_t k = 0; k < sizeof(periods) / sizeof(periods[0]); k++) {
 		uint64_t period = periods[k], window = 100, drain = 10, windows = 200000;
 		uint64_t beats[] = { period, period + 60, period - 40 }, start = 0; /* /20 whole */
