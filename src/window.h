@@ -90,8 +90,10 @@ uint64_t window_random(uint64_t *state);
  * For windows that must stay whole (netstack's follow packets through one unbroken window):
  * the next window's start after one that started at start, given a random number. After the
  * window and its drain comes a gap of random % (2 * slack + 1), slack being the period less
- * the window and the drain: a period apart on average. Starts so drawn (a renewal process)
- * put every phase of any beat a workload keeps in a window equally often in the long run.
+ * the window and the drain: a period apart on average (a start that comes late, as netstack's
+ * do when the agent's tick closes the interval after it, begins then: a little more). Starts
+ * so drawn (a renewal process) put every phase of any beat a workload keeps in a window
+ * equally often in the long run.
  */
 uint64_t window_next_start(uint64_t start, uint64_t period_ns, uint64_t window_ns,
 			   uint64_t drain_ns, uint64_t random);

@@ -48,6 +48,8 @@
  *   ino=<inode of the resource: pipe read end, server socket, memfd; 0 for futex>
  *   peer=<inode of the socket at the other end (socket, unix); 0 otherwise>
  *   addr=<the futex word's address, hex> off=<its offset in the memfd> epfd=<epoll fd>
+ *   delay0=<the waiter's run delay before its first wait, ns (schedstat)>
+ *   waits_delay=<its run delay inside its waits, summed, ns>
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -77,6 +79,7 @@ static int fds[2], srv = -1, cli = -1, epfd = -1;
 static uint32_t *word; /* the futex word */
 static volatile int released, done; /* rounds released by main; the waiter finished */
 static volatile pid_t waiter_tid;
+static uint64_t delay_first; /* the waiter's run delay before its first wait (before done) */
 struct round {
 	uint64_t start, wall, run, delay; /* the waiter's call */
 	volatile uint64_t release; /* main's return from its release */
@@ -256,6 +259,8 @@ static void *waiter(void *arg)
 			sched_yield();
 		r->start = now_ns();
 		schedstat(&run, &delay);
+		if (i == 0)
+			delay_first = delay;
 		wait_once(i);
 		schedstat(&r->run, &r->delay);
 		r->wall = now_ns() - r->start;
@@ -351,7 +356,7 @@ int main(int argc, char **argv)
 	struct stat st = { 0 }, peer = { 0 };
 	pthread_t t;
 	char path[4096];
-	uint64_t blocked_ns = 0, until_ns = 0;
+	uint64_t blocked_ns = 0, until_ns = 0, waits_delay = 0;
 
 	if (argc > 2 && !strcmp(argv[1], "--cgroup")) {
 		FILE *f;
@@ -435,6 +440,7 @@ int main(int argc, char **argv)
 
 		blocked_ns += unqueued > r->run ? unqueued - r->run : 0;
 		until_ns += to_release < unqueued ? to_release : unqueued;
+		waits_delay += r->delay;
 	}
 	if (is_futex() && kind[5])
 		fstat(fds[0], &st);
@@ -445,10 +451,11 @@ int main(int argc, char **argv)
 		fstat(cli, &peer);
 	}
 	printf("tid=%d pid=%d blocked=%llu until=%llu rounds=%d ino=%llu peer=%llu addr=%llx "
-	       "off=%d epfd=%d\n",
+	       "off=%d epfd=%d delay0=%llu waits_delay=%llu\n",
 	       waiter_tid, getpid(), (unsigned long long)blocked_ns, (unsigned long long)until_ns,
 	       rounds, (unsigned long long)st.st_ino, (unsigned long long)peer.st_ino,
-	       (unsigned long long)(uintptr_t)word, 4096 + 8, epfd);
+	       (unsigned long long)(uintptr_t)word, 4096 + 8, epfd, (unsigned long long)delay_first,
+	       (unsigned long long)waits_delay);
 	fflush(stdout);
 	for (;;)
 		pause();
