@@ -221,9 +221,10 @@ static void write_program_stats(struct prom_writer *w, struct module_health *hea
 }
 
 /*
- * Runs of the object's programs the kernel skipped because the same program was already
- * running on that CPU (its recursion guard for tracing programs): events the module never
- * saw. Counted by the kernel whether or not bpf_stats is on; -1 when none could be read.
+ * Runs of the object's programs the kernel skipped (its recursion guard: for tp_btf programs
+ * the same program already running on that CPU, for classic tracepoint programs any kprobe,
+ * tracepoint or perf-event program; docs/metrics.md): events the module never saw. Counted by
+ * the kernel whether or not bpf_stats is on; -1 when none could be read.
  */
 static double recursion_misses(struct bpf_object *obj)
 {

@@ -283,6 +283,14 @@ LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
+def schedstat(tid):
+    """A thread's (or process's main thread's) time on a CPU and runnable, waiting for one, so
+    far, seconds: /proc/TID/schedstat, the kernel's own."""
+    with open(f"/proc/{tid}/schedstat") as f:
+        run, delay = f.read().split()[:2]
+    return int(run) / 1e9, int(delay) / 1e9
+
+
 def cpu_usage_s(cgdir):
     """A cgroup's CPU time so far (cpu.stat's usage_usec), seconds: the kernel's own."""
     with open(os.path.join(cgdir, "cpu.stat")) as f:

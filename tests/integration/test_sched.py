@@ -15,8 +15,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import (EMULATED, Agent, Cleanup, Runner, Void, attempts, cpu_usage_s,  # noqa: E402
-                 loop_device, make_cgroup, remove_cgroup, require_root, select, settle,
-                 steal_seconds, value)
+                 loop_device, make_cgroup, remove_cgroup, require_root, schedstat, select,
+                 settle, steal_seconds, value)
 
 SCHEDWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
                          "schedwork")
@@ -314,11 +314,6 @@ def test_slow_exit(agent):
     attempts(5, slow_exit, agent)
 
 
-def schedstat_run(pid):
-    with open(f"/proc/{pid}/schedstat") as f:
-        return int(f.read().split()[0]) / 1e9
-
-
 def test_threads_before_agent(cleanup):
     """A thread older than the agent counts from the agent's start, not from its own."""
     cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/sched-old")
@@ -333,9 +328,9 @@ def test_threads_before_agent(cleanup):
                          stdout=subprocess.PIPE, text=True)
     cleanup.add(lambda: p.poll() is None and p.kill())
     time.sleep(0.5)
-    before = schedstat_run(p.pid)
+    before = schedstat(p.pid)[0]
     agent = Agent(cleanup, "--modules", "sched", wait_for_module=False)
-    after = schedstat_run(p.pid)
+    after = schedstat(p.pid)[0]
     assert after < spin_ms / 1000 * 0.9, \
         f"the agent came up {after:.1f} s into a {spin_ms / 1000} s spin: too late to see the sleep"
     out, _ = p.communicate(timeout=60)

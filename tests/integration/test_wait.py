@@ -17,8 +17,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (EMULATED, Agent, Cleanup, Runner, make_cgroup, require_root, settle,  # noqa: E402
-                 value)
+from lib import (EMULATED, Agent, Cleanup, Runner, make_cgroup, require_root,  # noqa: E402
+                 schedstat, settle, value)
 
 WAITWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
                         "waitwork")
@@ -166,12 +166,6 @@ def switches(tid):
         return tuple(int(line.split()[1]) for line in f if "ctxt_switches" in line)
 
 
-def run_delay(tid):
-    """The thread's time runnable, waiting for a CPU, so far (schedstat), in seconds."""
-    with open(f"/proc/{tid}/schedstat") as f:
-        return int(f.read().split()[1]) / 1e9
-
-
 def check_kind(agent, cleanup, kind, rounds=ROUNDS, spin=False, miss=False, ms=MS,
                migrate=False, tag=""):
     """One resource of `kind`: the workload's totals and the thread's entry for the resource.
@@ -242,7 +236,7 @@ def check_kind(agent, cleanup, kind, rounds=ROUNDS, spin=False, miss=False, ms=M
     # entry (closed waits) is lower by at most the run delay the thread had outside its waits
     # since the first began (its own schedstat reads around each wait; stress-ng beside: 44
     # us, the thread preempted once and migrated once while it spun).
-    outside = (run_delay(w["tid"]) - (w["delay0"] + w["waits_delay"]) / 1e9) if miss else 0
+    outside = (schedstat(w["tid"])[1] - (w["delay0"] + w["waits_delay"]) / 1e9) if miss else 0
     on_resource = e["seconds"] + sum(x["seconds"] for x in by_address)
     assert -1e-6 < got - on_resource < 1e-6 + outside, \
         f"{kind}: {on_resource:.6f} s on the resource, {got:.6f} s in the workload's total " \
