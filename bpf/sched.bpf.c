@@ -159,12 +159,24 @@ static __always_inline __u64 task_rq_clock(struct task_struct *t)
 	return cfs && cfs->rq ? cfs->rq->clock : 0;
 }
 
+static __always_inline void count_lost(__u32 reason)
+{
+	__u64 *n = bpf_map_lookup_elem(&sched_lost, &reason);
+
+	if (n)
+		*n += 1;
+}
+
 /*
  * A switch on this CPU: the steal since the last one (steal_on), which belongs to prev if that
- * switch brought prev in (a switch not seen, as at a handover, loses the slice); the slot
- * moves on to next, with its arrival and CPU time then (sleep_remainder).
+ * switch brought prev in; the slot moves on to next, with its arrival and CPU time then
+ * (sleep_remainder). *unseen: prev is not the thread the CPU's last traced switch brought in,
+ * so a switch since was not traced (counted; the steal slice is lost): its switch-in of prev
+ * closed nothing. Where close_at_switch_in, every switch comes here, to see that: one inlined
+ * per-CPU lookup, a compare and a store.
  */
-static __always_inline __u64 cpu_switch(struct task_struct *prev, struct task_struct *next)
+static __always_inline __u64 cpu_switch(struct task_struct *prev, struct task_struct *next,
+					bool *unseen)
 {
 	__u32 zero = 0;
 	struct sched_cpu *c = bpf_map_lookup_elem(&sched_cpus, &zero);
@@ -172,9 +184,12 @@ static __always_inline __u64 cpu_switch(struct task_struct *prev, struct task_st
 
 	if (!c)
 		return 0;
+	*unseen = c->seen && c->tid != prev->pid;
+	if (*unseen)
+		count_lost(SCHED_LOST_SWITCH);
 	if (steal_on) {
 		steal = task_steal(prev);
-		if (c->valid && c->tid == prev->pid && steal > c->last)
+		if (c->valid && !*unseen && steal > c->last)
 			d = steal - c->last;
 		c->last = steal;
 		c->valid = 1;
@@ -185,6 +200,7 @@ static __always_inline __u64 cpu_switch(struct task_struct *prev, struct task_st
 		c->arrive_run_ns = next->se.sum_exec_runtime;
 	}
 	c->tid = next->pid;
+	c->seen = 1;
 	return d;
 }
 
@@ -204,14 +220,6 @@ static __always_inline __u64 wakeup_clock(struct task_struct *p)
 	if (bpf_core_field_exists(p->sched_info))
 		queued = p->sched_info.last_queued;
 	return queued ? queued : task_rq_clock(p);
-}
-
-static __always_inline void count_lost(__u32 reason)
-{
-	__u64 *n = bpf_map_lookup_elem(&sched_lost, &reason);
-
-	if (n)
-		*n += 1;
 }
 
 /*
@@ -599,8 +607,9 @@ static __always_inline __u64 wake_enqueue(__u64 queued, __u64 run_delay, struct 
  * seen, ~30 a minute on an idle host here (mostly kernel threads): this project's machines
  * (a Firecracker guest, 6.18.44-fc) trace no switch away from their own PID 1 threads, so
  * the thread switched in after one has no sched_switch event (ftrace and perf miss it too).
- * Called at the thread's next blocking switch-out, and at its next switch-in when it was preempted
- * first: if it arrived on a CPU exactly once since it blocked, the episode ends at that
+ * Called at the thread's next blocking switch-out, at its next switch-out of any kind when
+ * cpu_switch() saw that its switch-in was not traced, and at its next switch-in when it was
+ * preempted first: if it arrived on a CPU exactly once since it blocked, the episode ends at that
  * arrival's enqueue, as it would have at that switch-in (counted as recovered): that moment
  * is returned, for episode_close() (one inlined copy of it per caller: a third made 6.1's
  * verifier lose the bound of the wait kind). Otherwise it is lost (counted, closed) and 0 is
@@ -887,12 +896,13 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 {
 	struct sched_thread *t;
 	__u32 kind = SCHED_SLEEP;
-	__u64 now, end, stolen = 0;
+	__u64 now = 0, end, stolen = 0;
+	bool unseen = false, runnable;
 
 	if (!gate_open())
 		return 0;
-	if (steal_on || sleep_remainder)
-		stolen = cpu_switch(prev, next);
+	if (close_at_switch_in || steal_on || sleep_remainder)
+		stolen = cpu_switch(prev, next, &unseen);
 	/* sleep_remainder: only a thread whose last block was uninterruptible has one open */
 	if (close_at_switch_in &&
 	    (!sleep_remainder || BPF_CORE_READ_BITFIELD(next, sched_contributes_to_load)))
@@ -901,28 +911,28 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		exit_send(prev, stolen);
 		return 0;
 	}
-	if (preempt || !prev_state || !task_state(prev) ||
-	    (sleep_remainder && !blocks_uninterruptibly(prev_state))) {
-		/* runnable, or a sleep (the remainder): only its steal, if any (the idle task
-		 * has no storage) */
-		if (stolen && prev->pid) {
-			t = bpf_task_storage_get(&sched_threads, prev, NULL, 0);
-			if (t)
-				t->steal_ns += stolen;
-		}
+	/*
+	 * Runnable, or a sleep (the remainder): only its steal, if any, and, when its switch-in
+	 * was not traced, its episode, recovered now, while it has arrived once since it blocked
+	 * (the idle task has no storage).
+	 */
+	runnable = preempt || !prev_state || !task_state(prev) ||
+		   (sleep_remainder && !blocks_uninterruptibly(prev_state));
+	if (runnable && (!(stolen || unseen) || !prev->pid))
 		return 0;
-	}
 	t = bpf_task_storage_get(&sched_threads, prev, NULL, 0);
 	if (!t) {
-		count_lost(SCHED_LOST_STORAGE);
+		if (!runnable)
+			count_lost(SCHED_LOST_STORAGE);
 		return 0;
 	}
 	t->steal_ns += stolen;
-	now = task_rq_clock(prev);
-	if (!now)
+	if (!runnable && !(now = task_rq_clock(prev)))
 		return 0;
-	if (t->off_ns && (end = episode_recover(prev, t)))
+	if (t->off_ns && (!runnable || unseen) && (end = episode_recover(prev, t)))
 		episode_close(t, end);
+	if (runnable)
+		return 0;
 	if (blocks_uninterruptibly(prev_state))
 		kind = BPF_CORE_READ_BITFIELD(prev, in_iowait) ? SCHED_IOWAIT : SCHED_BLOCK;
 	t->off_kind = kind;

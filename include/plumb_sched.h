@@ -29,6 +29,8 @@ enum sched_lost_reason {
 			      * address) like a private one instead, counted when the wait ends */
 	SCHED_RECOVERED, /* not a loss: an episode whose switch-in closed nothing, ended at the
 			  * thread's next switch from its sched_info (episode_recover) */
+	SCHED_LOST_SWITCH, /* a switch not traced: the thread leaving a CPU is not the one the
+			    * CPU's last traced switch brought in (cpu_switch) */
 	SCHED_LOST_REASONS,
 };
 
@@ -91,6 +93,8 @@ struct sched_cpu {
 	__u64 arrive_ns, arrive_run_ns;
 	__u32 tid;
 	__u32 valid; /* 0 until the CPU's first switch with steal_on */
+	__u32 seen; /* 0 until the CPU's first traced switch: tid is known */
+	__u32 pad;
 };
 
 /* Per thread, in task storage: the off-CPU time the kernel does not count itself. */

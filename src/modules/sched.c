@@ -759,6 +759,7 @@ static void sched_health(struct plumb_module *m, struct module_health *h)
 	health_add_lost(h, "ringbuf_full", lost[SCHED_LOST_RINGBUF_FULL]);
 	health_add_lost(h, "storage_full", lost[SCHED_LOST_STORAGE]);
 	health_add_lost(h, "wakeup_unseen", lost[SCHED_LOST_UNCLOSED]);
+	health_add_lost(h, "switch_unseen", lost[SCHED_LOST_SWITCH]);
 	/* the maps-only collect at exit: what user space counts is carried whole */
 	health_add_lost(h, "threads_full", m->maps_only ? 0 : s->tids_full);
 	health_add_lost(h, "cgroups_full", m->maps_only ? 0 : s->cgroups_full);

@@ -17,8 +17,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lib import (EMULATED, Agent, Cleanup, Runner, make_cgroup, require_root,  # noqa: E402
-                 schedstat, settle, value)
+from lib import (EMULATED, Agent, Cleanup, Runner, SwitchWitness, make_cgroup,  # noqa: E402
+                 require_root, schedstat, settle, value)
 
 WAITWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
                         "waitwork")
@@ -63,72 +63,6 @@ class Work:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-
-
-class SwitchWitness:
-    """The kernel's own tracer on the context switches of threads named `name`: a tracefs
-    instance of the test's own, its sched_switch event filtered to them. On the machines
-    this project is built on (a Firecracker guest, kernel 6.18.44-fc), no switch away from
-    the machine's own PID 1 threads (tokio-rt-worker) is traced, to ftrace, perf or BPF
-    alike: the thread switched in then has no switch-in event (ftrace, 50 s with two CPUs
-    busy: 126 of 19,297 switches, 124 of them from tokio-rt-worker). Such a switch-in of a
-    thread shows in its trace as two switch-outs in a row."""
-
-    def __init__(self, cleanup, name):
-        self.name, self.dir, self.mounted = name, None, False
-        base = "/sys/kernel/tracing"
-        if not os.path.isdir(f"{base}/instances"):
-            self.mounted = subprocess.run(["mount", "-t", "tracefs", "nodev", base],
-                                          capture_output=True).returncode == 0
-        cleanup.add(self.close)
-        try:
-            self.dir = f"{base}/instances/plumb-test-{os.getpid()}"
-            os.mkdir(self.dir)
-            event = f"{self.dir}/events/sched/sched_switch"
-            # one clock for every CPU: the trace merges their buffers by it
-            for path, text in ((f"{self.dir}/trace_clock", "mono"),
-                               (f"{self.dir}/buffer_size_kb", "1024"),
-                               (f"{event}/filter",
-                                f'prev_comm == "{name}" || next_comm == "{name}"'),
-                               (f"{event}/enable", "1")):
-                with open(path, "w") as f:
-                    f.write(text)
-        except OSError as e:  # no tracefs here: nothing is known to be hidden
-            print(f"  no switch witness: {e}")
-            self.close()
-
-    def hidden_switch_ins(self):
-        """Switch-ins of the traced threads the tracer did not see (after their first seen)."""
-        if not self.dir:
-            return 0
-        last, hidden = {}, 0
-        with open(f"{self.dir}/trace") as f:
-            for line in f:
-                fields = dict(x.split("=", 1) for x in line.split() if "=" in x)
-                if "sched_switch:" not in line or "prev_pid" not in fields:
-                    continue
-                for side, way in (("prev", "out"), ("next", "in")):
-                    if fields[f"{side}_comm"] != self.name:
-                        continue  # the other side of the switch: its switches are not all here
-                    tid = fields[f"{side}_pid"]
-                    if way == "out" and last.get(tid) == "out":
-                        hidden += 1
-                    if way == "in" or tid in last:
-                        last[tid] = way
-        return hidden
-
-    def close(self):
-        try:
-            if self.dir and os.path.isdir(self.dir):
-                with open(f"{self.dir}/events/sched/sched_switch/enable", "w") as f:
-                    f.write("0")
-        finally:
-            if self.dir and os.path.isdir(self.dir):
-                os.rmdir(self.dir)  # removes the instance, events enabled or not
-            self.dir = None
-            if self.mounted:
-                subprocess.run(["umount", "/sys/kernel/tracing"], capture_output=True)
-                self.mounted = False
 
 
 def kinds_of(m, cg):
