@@ -929,8 +929,14 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	t->steal_ns += stolen;
 	if (!runnable && !(now = task_rq_clock(prev)))
 		return 0;
-	if (t->off_ns && (!runnable || unseen) && (end = episode_recover(prev, t)))
-		episode_close(t, end);
+	/* without sched_info (steal followed) nothing could be recovered: left to the block */
+	if (t->off_ns && (!runnable || (unseen && close_at_switch_in))) {
+		/* a shared futex whose mapping was unreadable at the switch-out: once more, now */
+		if (wait_on && t->open_unresolved && futex_key_file(prev, t))
+			t->open_unresolved = 0;
+		if ((end = episode_recover(prev, t)))
+			episode_close(t, end);
+	}
 	if (runnable)
 		return 0;
 	if (blocks_uninterruptibly(prev_state))

@@ -323,8 +323,8 @@ class SwitchWitness:
     a switch whose leaving thread is not the one the CPU's last switch brought in. The
     trace's clock is CLOCK_MONOTONIC (time.monotonic())."""
 
-    LINE = re.compile(r"\[(\d+)\].* (\d+\.\d+): sched_switch: .*prev_pid=(\d+) .*"
-                      r"next_pid=(\d+)")
+    LINE = re.compile(r" (\d+\.\d+): sched_switch: .* prev_pid=(\d+) prev_prio=-?\d+ "
+                      r"prev_state=\S+ ==> next_comm=.* next_pid=(\d+) next_prio=-?\d+$")
 
     made = 0  # instances made by this process: each its own name
 
@@ -390,20 +390,27 @@ class SwitchWitness:
         return n
 
     def unseen_switches(self, since, until):
-        """Switches (every switch traced, name None) whose leaving thread is not the one its
-        CPU's last traced switch brought in, traced between since and until (monotonic s):
-        one switch on that CPU, at least, was not traced before them."""
-        last, unseen = {}, 0
-        with open(f"{self.dir}/trace") as f:
-            for line in f:
-                m = self.LINE.search(line)
-                if not m:
-                    continue
-                cpu, ts, prev, nxt = m.group(1), float(m.group(2)), m.group(3), m.group(4)
-                if cpu in last and last[cpu] != prev and since < ts < until:
-                    unseen += 1
-                last[cpu] = nxt
-        return unseen
+        """(unseen, first): with every switch traced (name None), the switches traced between
+        since and until (monotonic s) whose leaving thread is not the one their CPU's last
+        traced switch brought in (at least one switch on that CPU was not traced before
+        them), and the CPUs whose first traced switch falls between the two: whether a switch
+        was hidden before that one cannot be told."""
+        unseen = first = 0
+        for cpu in os.listdir(f"{self.dir}/per_cpu"):
+            last = None
+            with open(f"{self.dir}/per_cpu/{cpu}/trace") as f:
+                for line in f:
+                    m = self.LINE.search(line.rstrip("\n"))
+                    if not m:
+                        continue
+                    ts, prev, nxt = float(m.group(1)), m.group(2), m.group(3)
+                    if since < ts < until:
+                        if last is None:
+                            first += 1
+                        elif last != prev:
+                            unseen += 1
+                    last = nxt
+        return unseen, first
 
     def close(self):
         try:
