@@ -77,6 +77,7 @@ const volatile bool sleep_remainder = false;
 const volatile bool close_at_switch_in = false;
 /* tests only: see fault_thread() */
 const volatile bool fault_miss_switch_in = false;
+const volatile bool fault_hide_switch_in = false;
 /*
  * Hypervisor steal: a kernel with CONFIG_PARAVIRT_TIME_ACCOUNTING takes the time the
  * hypervisor ran something else on a CPU out of the CPU time of the thread that was on it, and
@@ -647,9 +648,11 @@ static __always_inline void episode_close(struct sched_thread *t, __u64 now)
 }
 
 /*
- * Tests only (fault_miss_switch_in, set from PLUMB_TEST_MISS_SWITCH_IN before load, off and
- * compiled out otherwise): a thread named "miss-switch-in" has the first switch-in after each
- * of its blocks close nothing, as a refused storage lookup would (episode_recover).
+ * Tests only, set from PLUMB_TEST_MISS_SWITCH_IN before load, off and compiled out otherwise:
+ * a thread named "miss-switch-in" has the first switch-in after each of its blocks close
+ * nothing, as a refused storage lookup would (fault_miss_switch_in, episode_recover), or, with
+ * PLUMB_TEST_MISS_SWITCH_IN=hide (fault_hide_switch_in), every switch to it not seen at all,
+ * as the switches the kernel does not trace (cpu_switch's unseen).
  */
 static __always_inline bool fault_thread(struct task_struct *p)
 {
@@ -900,6 +903,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	bool unseen = false, runnable;
 
 	if (!gate_open())
+		return 0;
+	if (fault_hide_switch_in && fault_thread(next))
 		return 0;
 	if (close_at_switch_in || steal_on || sleep_remainder)
 		stolen = cpu_switch(prev, next, &unseen);

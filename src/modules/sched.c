@@ -944,6 +944,7 @@ static int sched_adopt(struct plumb_module *m, struct sched_state *s,
 static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, bool wait)
 {
 	struct sched_state *s;
+	const char *fault;
 	int err;
 
 	m->nattach = 0;
@@ -1006,7 +1007,9 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 	bpf_map__set_max_entries(s->skel->maps.wait_bri, s->bri_capacity);
 	s->skel->rodata->close_at_switch_in = s->run_delay;
 	/* tests only: bpf/sched.bpf.c fault_thread() (docs/architecture.md) */
-	s->skel->rodata->fault_miss_switch_in = getenv("PLUMB_TEST_MISS_SWITCH_IN") != NULL;
+	fault = getenv("PLUMB_TEST_MISS_SWITCH_IN");
+	s->skel->rodata->fault_miss_switch_in = fault && strcmp(fault, "hide");
+	s->skel->rodata->fault_hide_switch_in = fault && !strcmp(fault, "hide");
 	s->skel->rodata->sleep_remainder = s->remainder;
 	bpf_program__set_autoload(s->skel->progs.sched_wakeup_new, s->remainder);
 	bpf_program__set_autoload(s->skel->progs.wait_waking, s->wait_on);

@@ -220,6 +220,29 @@ def test_missed_switch_in(cleanup):
     agent.stop()
 
 
+def test_hidden_switch_in(cleanup):
+    """An agent whose programs see no switch to a thread named miss-switch-in
+    (PLUMB_TEST_MISS_SWITCH_IN=hide), as the kernel of this project's machines traces no
+    switch away from its PID 1 threads (test_sched checks those are counted). The waiter is
+    preempted before it blocks again (10 rounds of 50 ms, sharing CPU 0 with a spinning
+    thread), and its switch-in after the preemption is hidden too: its wait is recovered at
+    the preemption, the first switch seen leaving it (two arrivals since the block by the time
+    it blocks again: the wait could not be dated then). Each wait exact, each switch-out seen
+    counted as switch_unseen."""
+    env = {**os.environ, "PLUMB_TEST_MISS_SWITCH_IN": "hide"}
+    agent = Agent(cleanup, "--modules", "sched,wait", wait_for_module=False, env=env)
+    settle(agent, lambda m: value(m, "plumb_module_up", module="wait") == 1, timeout=10)
+    unseen0, lost0 = (value(agent.metrics(), "plumb_events_lost_total", module="sched",
+                            reason=r) for r in ("switch_unseen", "wakeup_unseen"))
+    check_kind(agent, cleanup, "pipe", 10, miss=True, ms=50, tag="-hide")
+    unseen, lost = (value(agent.metrics(), "plumb_events_lost_total", module="sched",
+                          reason=r) for r in ("switch_unseen", "wakeup_unseen"))
+    print(f"  switch_unseen +{unseen - unseen0:.0f}, wakeup_unseen +{lost - lost0:.0f}")
+    assert unseen - unseen0 >= 10, f"{unseen - unseen0:.0f} switches counted unseen, the " \
+        "waiter's 10 switch-ins after its waits hidden"
+    agent.stop()
+
+
 def check_missed(agent, cleanup, rounds, **kw):
     """check_kind with miss, once more (twice at most) when the kernel hid one of the waiter's
     switch-ins from tracing (SwitchWitness) and a wait was counted lost (wakeup_unseen): a
@@ -350,6 +373,8 @@ def main():
         runner.run("wait: alone, sharing nothing", test_one_program, cleanup)
         runner.run("wait: switch-ins that close nothing: each wait recovered, exact",
                    test_missed_switch_in, cleanup)
+        runner.run("wait: switch-ins not traced: each wait recovered at the next switch-out, "
+                   "exact", test_hidden_switch_in, cleanup)
         runner.run("wait: the oldest resources evicted above 3/4 of --wait-capacity, counted",
                    test_bri_eviction, cleanup)
     except Exception as e:
