@@ -135,6 +135,7 @@ struct sched_state {
 	uint64_t unnamed; /* cgroups dropped without a name: their time was in no series */
 	int ncpus;
 	int users; /* the modules using it: sched, wait */
+	bool sched_user; /* the sched module is one (its health reports the shared losses) */
 	struct plumb_module *owner; /* the one that loaded it: its health carries the programs */
 	uint64_t last_prune_ms;
 	size_t nbri; /* entries in wait_bri at the last prune */
@@ -747,6 +748,20 @@ static int wait_collect(struct plumb_module *m, struct prom_writer *w)
 	return w->err;
 }
 
+/* Losses of the shared programs and tables: under sched, or under wait when it runs alone. */
+static void shared_health(struct plumb_module *m, struct sched_state *s, struct module_health *h,
+			  const uint64_t *lost)
+{
+	health_add_lost(h, "ringbuf_full", lost[SCHED_LOST_RINGBUF_FULL]);
+	health_add_lost(h, "storage_full", lost[SCHED_LOST_STORAGE]);
+	health_add_lost(h, "wakeup_unseen", lost[SCHED_LOST_UNCLOSED]);
+	health_add_lost(h, "switch_unseen", lost[SCHED_LOST_SWITCH]);
+	/* the maps-only collect at exit: what user space counts is carried whole */
+	health_add_lost(h, "threads_full", m->maps_only ? 0 : s->tids_full);
+	health_add_lost(h, "cgroups_full", m->maps_only ? 0 : s->cgroups_full);
+	health_add_lost(h, "exit_missed", m->maps_only ? 0 : s->exit_missed);
+}
+
 static void sched_health(struct plumb_module *m, struct module_health *h)
 {
 	struct sched_state *s = m->priv;
@@ -756,14 +771,7 @@ static void sched_health(struct plumb_module *m, struct module_health *h)
 	h->nmaps = h->nlost = 0;
 	health_add_map(h, "threads", s->ntids, SCHED_THREADS_MAX);
 	health_add_map(h, "cgroups", s->ncgroups, SCHED_CGROUPS_MAX);
-	health_add_lost(h, "ringbuf_full", lost[SCHED_LOST_RINGBUF_FULL]);
-	health_add_lost(h, "storage_full", lost[SCHED_LOST_STORAGE]);
-	health_add_lost(h, "wakeup_unseen", lost[SCHED_LOST_UNCLOSED]);
-	health_add_lost(h, "switch_unseen", lost[SCHED_LOST_SWITCH]);
-	/* the maps-only collect at exit: what user space counts is carried whole */
-	health_add_lost(h, "threads_full", m->maps_only ? 0 : s->tids_full);
-	health_add_lost(h, "cgroups_full", m->maps_only ? 0 : s->cgroups_full);
-	health_add_lost(h, "exit_missed", m->maps_only ? 0 : s->exit_missed);
+	shared_health(m, s, h, lost);
 	health_add_lost(h, "cgroup_unnamed", m->maps_only ? 0 : s->unnamed);
 	h->obj = s->owner == m ? s->skel->obj : NULL;
 }
@@ -780,6 +788,8 @@ static void wait_health(struct plumb_module *m, struct module_health *h)
 	health_add_lost(h, "bri_evicted", m->maps_only ? 0 : s->bri_evicted);
 	health_add_lost(h, "futex_key_unresolved", lost[WAIT_LOST_FUTEX_KEY]);
 	health_add_lost(h, "cgroup_unnamed", m->maps_only ? 0 : s->unnamed);
+	if (!s->sched_user)
+		shared_health(m, s, h, lost);
 	h->obj = s->owner == m ? s->skel->obj : NULL;
 }
 
@@ -796,6 +806,8 @@ static void sched_unload(struct plumb_module *m)
 	if (!s)
 		return;
 	m->priv = NULL;
+	if (!strcmp(m->name, "sched"))
+		s->sched_user = false;
 	if (--s->users > 0) {
 		if (s->owner == m)
 			s->owner = NULL; /* its programs' run time goes unreported from now on */
@@ -960,6 +972,7 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 		if (m->error[0])
 			return -EINVAL;
 		s->users++;
+		s->sched_user |= !wait;
 		m->priv = s;
 		m->adopted = s->adopt.adopted;
 		module_attach_settle(m, true);
@@ -976,6 +989,7 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 		return -ENOMEM;
 	m->priv = s;
 	s->users = 1;
+	s->sched_user = !wait;
 	s->owner = m;
 	s->baselines_fd = -1;
 	sched_shared = s;

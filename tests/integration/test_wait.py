@@ -18,7 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lib import (EMULATED, Agent, Cleanup, Runner, SwitchWitness, make_cgroup,  # noqa: E402
-                 require_root, schedstat, settle, value)
+                 require_root, schedstat, select, settle, value)
 
 WAITWORK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build",
                         "waitwork")
@@ -191,10 +191,18 @@ def check_kind(agent, cleanup, kind, rounds=ROUNDS, spin=False, miss=False, ms=M
 
 
 def test_one_program(cleanup):
-    """sched and wait share one object: one sched_switch program, not two; wait alone runs."""
+    """sched and wait share one object: one sched_switch program, not two; wait alone runs,
+    and exports the losses of the shared programs and tables, which sched exports otherwise."""
     agent = Agent(cleanup, "--modules", "wait", wait_for_module=False)
     settle(agent, lambda m: value(m, "plumb_module_up", module="wait") == 1, timeout=10)
-    assert value(agent.metrics(), "plumb_module_up", module="wait") == 1, agent.output()
+    m = agent.metrics()
+    assert value(m, "plumb_module_up", module="wait") == 1, agent.output()
+    shared = ("ringbuf_full", "storage_full", "wakeup_unseen", "switch_unseen", "threads_full",
+              "cgroups_full", "exit_missed")
+    missing = [r for r in shared if not select(m, "plumb_events_lost_total", module="wait",
+                                               reason=r)]
+    assert not missing, f"wait alone: no plumb_events_lost_total for {missing}"
+    assert not select(m, "plumb_events_lost_total", module="sched"), "sched's losses exported"
     cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/wait-alone")
     work = Work(cleanup, cg_dir, "pipe")
     m = settle(agent, lambda m: kinds_of(m, cg)[1]["pipe"] >= ROUNDS, timeout=10)
