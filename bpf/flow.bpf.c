@@ -116,6 +116,7 @@ struct {
 /* The source of the UDP datagram a thread is receiving, for sock_recv_length. */
 struct dgram_source {
 	__u64 tid;
+	__u64 cookie; /* the socket's (dgram_dests: checked where the send is counted) */
 	__u8 addr[16];
 	__u16 port;
 	__u16 family;
@@ -128,6 +129,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct dgram_source);
 } dgram_sources SEC(".maps");
+
+/* The destination of each unconnected UDP send, from the root cgroup's sendmsg hooks. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct dgram_source);
+} dgram_dests SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -543,9 +552,10 @@ static __always_inline int count_bytes(struct sock *sk, int ret, bool tx)
 }
 
 /*
- * The peer of a UDP datagram an unconnected socket sends: the destination the syscall names,
- * from the caller's saved registers (sock_send_length runs inside sendto/sendmsg/sendmmsg).
- * sendmmsg's messages each pass here; all are given the first message's destination.
+ * The peer of a UDP datagram an unconnected socket sends, where the sendmsg hooks did not give
+ * it (the syscall exits of kernels without sock_send_length): the destination the syscall
+ * names, from the caller's saved registers. Were a sendmmsg's message to come here, it would
+ * be given the first message's destination (counted).
  */
 static __always_inline bool dgram_destination(struct flow_dgram_key *k)
 {
@@ -581,19 +591,21 @@ static __always_inline bool dgram_destination(struct flow_dgram_key *k)
 }
 
 /*
- * The source of a datagram a UDP socket receives: udp_recvmsg() runs the cgroup recvmsg hook
- * with the address it is about to return to the application (only when the application asked
- * for one: recvfrom/recvmsg with a name buffer), before sock_recv_length. Attached to the root
+ * A UDP datagram's peer, as a cgroup hook sees it, kept in this CPU's slot of `slots` for the
+ * byte count that follows on the same thread and socket. The source of a datagram a socket
+ * receives (dgram_sources): udp_recvmsg() runs the cgroup recvmsg hook with the address it
+ * is about to return to the application (only when the application asked for one:
+ * recvfrom/recvmsg with a name buffer), before sock_recv_length. Attached to the root
  * cgroup, so every process passes; it always allows. Nothing runs for TCP or unix sockets.
  */
-static __always_inline int keep_source(struct bpf_sock_addr *ctx, bool v6)
+static __always_inline int keep_address(struct bpf_sock_addr *ctx, bool v6, void *slots)
 {
 	struct dgram_source *src;
 	__u32 zero = 0;
 
 	if (!gate_open())
 		return 1;
-	src = bpf_map_lookup_elem(&dgram_sources, &zero);
+	src = bpf_map_lookup_elem(slots, &zero);
 	if (!src)
 		return 1;
 	if (v6) {
@@ -611,19 +623,40 @@ static __always_inline int keep_source(struct bpf_sock_addr *ctx, bool v6)
 	}
 	src->port = __builtin_bswap16((__u16)ctx->user_port);
 	src->tid = bpf_get_current_pid_tgid();
+	src->cookie = bpf_get_socket_cookie(ctx);
 	return 1;
 }
 
 SEC("cgroup/recvmsg4")
 int flow_recvmsg4(struct bpf_sock_addr *ctx)
 {
-	return keep_source(ctx, false);
+	return keep_address(ctx, false, &dgram_sources);
 }
 
 SEC("cgroup/recvmsg6")
 int flow_recvmsg6(struct bpf_sock_addr *ctx)
 {
-	return keep_source(ctx, true);
+	return keep_address(ctx, true, &dgram_sources);
+}
+
+/*
+ * The destination of a datagram an unconnected UDP socket sends: udp_sendmsg() and
+ * udpv6_sendmsg() run the cgroup sendmsg hook with the address the caller named (msg_name)
+ * before the datagram goes, and sock_send_length follows for that same message. So each
+ * message of a sendmmsg() gets its own destination. Attached to the root cgroup, after any
+ * hook of a cgroup below it: what it sees is where the datagram goes, after a rewrite by
+ * another program (a socket load balancer's). Only where sock_send_length counts the bytes.
+ */
+SEC("cgroup/sendmsg4")
+int flow_sendmsg4(struct bpf_sock_addr *ctx)
+{
+	return keep_address(ctx, false, &dgram_dests);
+}
+
+SEC("cgroup/sendmsg6")
+int flow_sendmsg6(struct bpf_sock_addr *ctx)
+{
+	return keep_address(ctx, true, &dgram_dests);
 }
 
 /*
@@ -636,7 +669,7 @@ static __always_inline bool port_chosen(const struct sock *sk)
 }
 
 /* One UDP call's bytes, to its (socket, peer) flow. */
-static __always_inline int count_dgram(struct sock *sk, __u64 key, int ret, bool tx)
+static __always_inline int count_dgram(struct sock *sk, __u64 key, int ret, bool tx, bool hooked)
 {
 	struct flow_dgram_key k = {};
 	struct flow_conn *c;
@@ -652,7 +685,17 @@ static __always_inline int count_dgram(struct sock *sk, __u64 key, int ret, bool
 		else
 			bpf_core_read(k.raddr, 16, &sk->__sk_common.skc_v6_daddr);
 	} else if (tx) {
-		dgram_destination(&k);
+		struct dgram_source *dst = bpf_map_lookup_elem(&dgram_dests, &zero);
+
+		/* the sendmsg hook's, for this thread's send on this socket (key: its cookie) */
+		if (hooked && dst && dst->tid == bpf_get_current_pid_tgid() && dst->cookie == key) {
+			__builtin_memcpy(k.raddr, dst->addr, 16);
+			k.rport = dst->port;
+			k.family = dst->family;
+			dst->tid = 0;
+		} else {
+			dgram_destination(&k);
+		}
 	} else {
 		struct dgram_source *src = bpf_map_lookup_elem(&dgram_sources, &zero);
 
@@ -774,7 +817,7 @@ static __always_inline int count_call(struct sock *sk, int ret, bool tx)
 	if (proto == IPPROTO_TCP)
 		return tcp_calls ? count_bytes(sk, ret, tx) : 0;
 	if (proto == IPPROTO_UDP)
-		return udp_on ? count_dgram(sk, bpf_get_socket_cookie(sk), ret, tx) : 0;
+		return udp_on ? count_dgram(sk, bpf_get_socket_cookie(sk), ret, tx, true) : 0;
 	return 0;
 }
 
@@ -894,7 +937,7 @@ static __always_inline int sock_syscall_exit(struct syscall_exit_ctx *ctx, bool 
 		return unix_on ? count_unix(sk, ino, ctx->ret, tx) : 0;
 	if ((family == AF_INET || family == AF_INET6) &&
 	    BPF_CORE_READ(sk, sk_protocol) == IPPROTO_UDP)
-		return udp_on ? count_dgram(sk, ino, ctx->ret, tx) : 0;
+		return udp_on ? count_dgram(sk, ino, ctx->ret, tx, false) : 0;
 	return 0;
 }
 

@@ -28,8 +28,9 @@ enum flow_lost_reason {
 	FLOW_LOST_CONNS_FULL, /* flow_conns had no room for a new connection: its bytes */
 	FLOW_LOST_DGRAM_FULL, /* flow_dgram had no room for a new UDP flow: this call's bytes */
 	FLOW_LOST_UNIX_FULL, /* flow_unix had no room for a new unix socket: this call's bytes */
-	FLOW_LOST_MMSG_PEER, /* sendmmsg/recvmmsg: messages after the first are given the first
-			      * message's peer; counted per call with more than one message */
+	FLOW_LOST_MMSG_PEER, /* a sendmmsg message whose destination the sendmsg hook's slot no
+			      * longer held (its thread slept or moved inside the send): given
+			      * the first message's, counted per such message */
 	FLOW_LOST_REASONS,
 };
 

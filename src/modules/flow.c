@@ -1627,6 +1627,8 @@ static int flow_choose(struct plumb_module *m, struct flow_state *s, const struc
 	bpf_program__set_autoload(s->skel->progs.flow_recv, calls && s->unix_on);
 	bpf_program__set_autoload(s->skel->progs.flow_recvmsg4, s->dgram_on);
 	bpf_program__set_autoload(s->skel->progs.flow_recvmsg6, s->dgram_on);
+	bpf_program__set_autoload(s->skel->progs.flow_sendmsg4, s->dgram_on && calls);
+	bpf_program__set_autoload(s->skel->progs.flow_sendmsg6, s->dgram_on && calls);
 	s->skel->rodata->bytes_from_counters = s->bytes == FLOW_BYTES_COUNTERS;
 	off = s->bytes == FLOW_BYTES_OFF ? "off: --flow-bytes off" :
 	      !calls ? "off: tracepoint missing (6.3+): TCP bytes from TCP's counters" :
@@ -1640,6 +1642,15 @@ static int flow_choose(struct plumb_module *m, struct flow_state *s, const struc
 			m, v == 4 ? "cgroup/recvmsg4" : "cgroup/recvmsg6",
 			v == 4 ? "flow_recvmsg4" : "flow_recvmsg6", "%s",
 			s->dgram_on ? "chosen: on the root cgroup, the source of UDP datagrams" :
+			s->unix_on  ? "off: bpf_task_pt_regs missing: no UDP" :
+				      off);
+	for (int v = 4; v <= 6; v += 2)
+		module_attach_note(
+			m, v == 4 ? "cgroup/sendmsg4" : "cgroup/sendmsg6",
+			v == 4 ? "flow_sendmsg4" : "flow_sendmsg6", "%s",
+			s->dgram_on && calls ?
+				"chosen: on the root cgroup, the destination of each UDP datagram" :
+			s->dgram_on ? "off: the send syscalls' exits name the destination" :
 			s->unix_on  ? "off: bpf_task_pt_regs missing: no UDP" :
 				      off);
 	if (s->bytes == FLOW_BYTES_CALLS) {
@@ -1756,6 +1767,17 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 				NULL :
 				attach_root_cgroup(s->skel->progs.flow_recvmsg6, cfg->cgroup_root);
 		if (!s->skel->links.flow_recvmsg6)
+			err = -errno;
+	}
+	/* the UDP sendmsg hooks, where sock_send_length counts (flow_choose) */
+	if (!err && bpf_program__autoload(s->skel->progs.flow_sendmsg4)) {
+		s->skel->links.flow_sendmsg4 =
+			attach_root_cgroup(s->skel->progs.flow_sendmsg4, cfg->cgroup_root);
+		s->skel->links.flow_sendmsg6 =
+			!s->skel->links.flow_sendmsg4 ?
+				NULL :
+				attach_root_cgroup(s->skel->progs.flow_sendmsg6, cfg->cgroup_root);
+		if (!s->skel->links.flow_sendmsg6)
 			err = -errno;
 	}
 	if (err) {

@@ -30,14 +30,19 @@ stays where it was started).
                                                ask for their source; print "got BYTES"
   flowwork.py CGDIR udpsend HOST PORT N SIZE    an unconnected socket: N times send SIZE bytes
                                                (sendto), no reply awaited
+  flowwork.py CGDIR udpmmsg HOST PORT N SIZE PORT2  an unconnected IPv4 socket: N sendmmsg()
+                                               calls, each of two messages: SIZE bytes to
+                                               PORT, then 2 x SIZE bytes to PORT2
   flowwork.py CGDIR udpask HOST PORT N SIZE     N sockets, one after the other: send SIZE bytes
                                                (sendto), read the reply with recv(), close
   flowwork.py CGDIR mix A/P/N/SIZE,... -        as client to each ADDR/PORT in turn
   flowwork.py CGDIR unixserver PATH - REPLY     as server, over a unix stream socket at PATH
   flowwork.py CGDIR unixclient PATH - N SIZE    as client, over a unix stream socket
 """
+import ctypes
 import os
 import socket
+import struct
 import sys
 
 
@@ -123,6 +128,36 @@ def drain(c):
         n += len(b)
 
 
+class Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_char_p), ("len", ctypes.c_size_t)]
+
+
+class Msghdr(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("namelen", ctypes.c_uint32),
+                ("iov", ctypes.POINTER(Iovec)), ("iovlen", ctypes.c_size_t),
+                ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                ("flags", ctypes.c_int)]
+
+
+class Mmsghdr(ctypes.Structure):
+    _fields_ = [("hdr", Msghdr), ("len", ctypes.c_uint)]
+
+
+def sendmmsg(s, messages):
+    """One sendmmsg(2) of (payload, (host, port)) messages (Python's socket has none)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    keep, vec = [], (Mmsghdr * len(messages))()
+    for i, (data, (host, port)) in enumerate(messages):
+        name = struct.pack("=H", socket.AF_INET) + struct.pack(">H", port) + \
+            socket.inet_aton(host) + bytes(8)
+        iov = Iovec(data, len(data))
+        keep += [name, iov]
+        vec[i].hdr = Msghdr(name, len(name), ctypes.pointer(iov), 1, None, 0, 0)
+    sent = libc.sendmmsg(s.fileno(), vec, len(messages), 0)
+    if sent != len(messages):
+        raise OSError(ctypes.get_errno(), f"sendmmsg sent {sent} of {len(messages)}")
+
+
 def main():
     global PROTO, TFO
     cgdir, mode, host = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -153,6 +188,12 @@ def main():
         s = socket.socket(family, socket.SOCK_DGRAM)
         for _ in range(n):
             s.sendto(b"s" * size, (host, port))
+        print("done", flush=True)
+    elif mode == "udpmmsg":
+        n, size, port2 = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        for _ in range(n):
+            sendmmsg(s, [(b"s" * size, (host, port)), (b"t" * 2 * size, (host, port2))])
         print("done", flush=True)
     elif mode == "udpask":
         n, size = int(sys.argv[5]), int(sys.argv[6])
