@@ -668,12 +668,32 @@ static __always_inline bool port_chosen(const struct sock *sk)
 	return BPF_CORE_READ_BITFIELD_PROBED(sk, sk_userlocks) & SOCK_BINDPORT_LOCK;
 }
 
-/* One UDP call's bytes, to its (socket, peer) flow. */
+/*
+ * The peer a cgroup hook kept in this CPU's slot of `slots` (keep_address) into k, when it was
+ * kept for this thread and, given a socket cookie, for this socket; the slot is then emptied.
+ */
+static __always_inline bool take_address(void *slots, __u64 cookie, struct flow_dgram_key *k)
+{
+	__u32 zero = 0;
+	struct dgram_source *a = bpf_map_lookup_elem(slots, &zero);
+
+	if (!a || a->tid != bpf_get_current_pid_tgid() || (cookie && a->cookie != cookie))
+		return false;
+	__builtin_memcpy(k->raddr, a->addr, 16);
+	k->rport = a->port;
+	k->family = a->family;
+	a->tid = 0;
+	return true;
+}
+
+/*
+ * One UDP call's bytes, to its (socket, peer) flow. key: the socket's cookie where hooked
+ * (sock_send_length/sock_recv_length), its inode marked otherwise (the syscall exits).
+ */
 static __always_inline int count_dgram(struct sock *sk, __u64 key, int ret, bool tx, bool hooked)
 {
 	struct flow_dgram_key k = {};
 	struct flow_conn *c;
-	__u32 zero = 0;
 
 	k.cookie = key;
 	if (BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_ESTABLISHED) {
@@ -685,26 +705,10 @@ static __always_inline int count_dgram(struct sock *sk, __u64 key, int ret, bool
 		else
 			bpf_core_read(k.raddr, 16, &sk->__sk_common.skc_v6_daddr);
 	} else if (tx) {
-		struct dgram_source *dst = bpf_map_lookup_elem(&dgram_dests, &zero);
-
-		/* the sendmsg hook's, for this thread's send on this socket (key: its cookie) */
-		if (hooked && dst && dst->tid == bpf_get_current_pid_tgid() && dst->cookie == key) {
-			__builtin_memcpy(k.raddr, dst->addr, 16);
-			k.rport = dst->port;
-			k.family = dst->family;
-			dst->tid = 0;
-		} else {
+		if (!hooked || !take_address(&dgram_dests, key, &k))
 			dgram_destination(&k);
-		}
 	} else {
-		struct dgram_source *src = bpf_map_lookup_elem(&dgram_sources, &zero);
-
-		if (src && src->tid == bpf_get_current_pid_tgid()) {
-			__builtin_memcpy(k.raddr, src->addr, 16);
-			k.rport = src->port;
-			k.family = src->family;
-			src->tid = 0;
-		}
+		take_address(&dgram_sources, hooked ? key : 0, &k);
 	}
 	c = bpf_map_lookup_elem(&flow_dgram, &k);
 	if (!c) {

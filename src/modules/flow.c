@@ -1695,6 +1695,15 @@ static int flow_choose(struct plumb_module *m, struct flow_state *s, const struc
 	return 0;
 }
 
+/* A cgroup hook's IPv4 and IPv6 programs, on the root cgroup: 0, or the first failure's -errno. */
+static int attach_pair(struct bpf_program *v4, struct bpf_program *v6, struct bpf_link **l4,
+		       struct bpf_link **l6, const char *cgroup_root)
+{
+	*l4 = attach_root_cgroup(v4, cgroup_root);
+	*l6 = *l4 ? attach_root_cgroup(v6, cgroup_root) : NULL;
+	return *l6 ? 0 : -errno;
+}
+
 static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 {
 	struct flow_state *s;
@@ -1759,27 +1768,15 @@ static int flow_load(struct plumb_module *m, const struct plumb_config *cfg)
 	/* the iterator is run by hand below, not attached */
 	bpf_program__set_autoattach(s->skel->progs.flow_discover, false);
 	err = flow_bpf__attach(s->skel);
-	if (!err && s->dgram_on) { /* the UDP recvmsg hooks */
-		s->skel->links.flow_recvmsg4 =
-			attach_root_cgroup(s->skel->progs.flow_recvmsg4, cfg->cgroup_root);
-		s->skel->links.flow_recvmsg6 =
-			!s->skel->links.flow_recvmsg4 ?
-				NULL :
-				attach_root_cgroup(s->skel->progs.flow_recvmsg6, cfg->cgroup_root);
-		if (!s->skel->links.flow_recvmsg6)
-			err = -errno;
-	}
+	if (!err && s->dgram_on) /* the UDP recvmsg hooks */
+		err = attach_pair(s->skel->progs.flow_recvmsg4, s->skel->progs.flow_recvmsg6,
+				  &s->skel->links.flow_recvmsg4, &s->skel->links.flow_recvmsg6,
+				  cfg->cgroup_root);
 	/* the UDP sendmsg hooks, where sock_send_length counts (flow_choose) */
-	if (!err && bpf_program__autoload(s->skel->progs.flow_sendmsg4)) {
-		s->skel->links.flow_sendmsg4 =
-			attach_root_cgroup(s->skel->progs.flow_sendmsg4, cfg->cgroup_root);
-		s->skel->links.flow_sendmsg6 =
-			!s->skel->links.flow_sendmsg4 ?
-				NULL :
-				attach_root_cgroup(s->skel->progs.flow_sendmsg6, cfg->cgroup_root);
-		if (!s->skel->links.flow_sendmsg6)
-			err = -errno;
-	}
+	if (!err && bpf_program__autoload(s->skel->progs.flow_sendmsg4))
+		err = attach_pair(s->skel->progs.flow_sendmsg4, s->skel->progs.flow_sendmsg6,
+				  &s->skel->links.flow_sendmsg4, &s->skel->links.flow_sendmsg6,
+				  cfg->cgroup_root);
 	if (err) {
 		snprintf(m->error, sizeof(m->error), "cannot attach: %s", strerror(-err));
 		goto out_unload;

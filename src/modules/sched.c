@@ -135,7 +135,6 @@ struct sched_state {
 	uint64_t unnamed; /* cgroups dropped without a name: their time was in no series */
 	int ncpus;
 	int users; /* the modules using it: sched, wait */
-	bool sched_user; /* the sched module is one (its health reports the shared losses) */
 	struct plumb_module *owner; /* the one that loaded it: its health carries the programs */
 	uint64_t last_prune_ms;
 	size_t nbri; /* entries in wait_bri at the last prune */
@@ -788,7 +787,7 @@ static void wait_health(struct plumb_module *m, struct module_health *h)
 	health_add_lost(h, "bri_evicted", m->maps_only ? 0 : s->bri_evicted);
 	health_add_lost(h, "futex_key_unresolved", lost[WAIT_LOST_FUTEX_KEY]);
 	health_add_lost(h, "cgroup_unnamed", m->maps_only ? 0 : s->unnamed);
-	if (!s->sched_user)
+	if (sched_module.priv != s) /* no sched module to report them */
 		shared_health(m, s, h, lost);
 	h->obj = s->owner == m ? s->skel->obj : NULL;
 }
@@ -806,8 +805,6 @@ static void sched_unload(struct plumb_module *m)
 	if (!s)
 		return;
 	m->priv = NULL;
-	if (!strcmp(m->name, "sched"))
-		s->sched_user = false;
 	if (--s->users > 0) {
 		if (s->owner == m)
 			s->owner = NULL; /* its programs' run time goes unreported from now on */
@@ -972,7 +969,6 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 		if (m->error[0])
 			return -EINVAL;
 		s->users++;
-		s->sched_user |= !wait;
 		m->priv = s;
 		m->adopted = s->adopt.adopted;
 		module_attach_settle(m, true);
@@ -989,7 +985,6 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 		return -ENOMEM;
 	m->priv = s;
 	s->users = 1;
-	s->sched_user = !wait;
 	s->owner = m;
 	s->baselines_fd = -1;
 	sched_shared = s;
