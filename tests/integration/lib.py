@@ -385,7 +385,7 @@ class SwitchWitness:
             with open(f"{self.dir}/per_cpu/{cpu}/stats") as f:
                 for line in f:
                     key, _, count = line.partition(":")
-                    if key in ("overrun", "dropped events"):
+                    if key in ("overrun", "commit overrun", "dropped events"):
                         n += int(count)
         return n
 
