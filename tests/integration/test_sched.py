@@ -186,7 +186,7 @@ def test_switches_unseen(agent, cleanup):
     than the tracer's count over the two reads (one more for each CPU the tracer first saw
     switch between them): plumb invents no gap. Alone, it equalled the tracer's count
     strictly inside the reads in every run (~30); inside make test, in bursts at three to five
-    times the usual rate, it was a few short three times (57 of 62, 35 of 36, 37 of 39), the
+    times the usual rate, it was a few short four times (57/62, 35/36, 37/39, 44/48), the
     tracer reporting no overrun: which side missed what is not known (docs/metrics.md). So
     at least 90% of the tracer's count, not all of it."""
     n, inside, over, first = switches_unseen(agent, cleanup)
