@@ -9,15 +9,21 @@
  * The time the waiter was blocked is known within two bounds, both printed (sums over the
  * rounds, CLOCK_MONOTONIC):
  *   blocked  at least: each call's wall time less the waiter's time on a CPU and queued for
- *            one inside it (/proc/thread-self/schedstat). The wall time alone also holds the
- *            run-queue delay after each wakeup, which an emulated guest stretches to tens of
- *            milliseconds, and a stall of the guest while the waiter ran counts as run time.
+ *            one around it (/proc/thread-self/schedstat, read before and after). The clock
+ *            is read after the first read and before the second: the time those reads take
+ *            around their samples is not in the wall time then, and it is neither run nor
+ *            queued time in the counts (a 6.12 guest, --migrate, the clock read before the
+ *            first read: 57 ms from it to the block, 8 ms of it on a CPU by the counts, and a
+ *            bound 47 ms above the wait its traced switches showed). The wall time alone also
+ *            holds the run-queue delay after each wakeup, which an emulated guest stretches to
+ *            tens of milliseconds, and a stall of the guest while the waiter ran counts as run
+ *            time.
  *            The bound is low when the kernel counts blocked time as run time: a wakeup that
  *            preempts a busy CPU (--miss) can start the waiter's run on an rq clock one tick
  *            old (3.5 ms of "run" inside a 30 ms wait that the release ended 0.05 ms before
  *            the call returned, seen on 6.18).
  *   until    at most: from each call's start to main's return from the release, or the wall
- *            time less the queued time if that is less.
+ *            time around both schedstat reads less the queued time if that is less.
  *
  *   pipe          read(2) of one byte from a pipe; released by a write of one byte
  *   futex         FUTEX_WAIT_PRIVATE on a word; released by FUTEX_WAKE_PRIVATE
@@ -81,7 +87,7 @@ static volatile int released, done; /* rounds released by main; the waiter finis
 static volatile pid_t waiter_tid;
 static uint64_t delay_first; /* the waiter's run delay before its first wait (before done) */
 struct round {
-	uint64_t start, wall, run, delay; /* the waiter's call */
+	uint64_t start, wall, outer, run, delay; /* the waiter's call, and around its samples */
 	volatile uint64_t release; /* main's return from its release */
 };
 static struct round *round_of;
@@ -251,19 +257,21 @@ static void *waiter(void *arg)
 	}
 	for (int i = 0; i < rounds; i++) {
 		struct round *r = &round_of[i];
-		uint64_t run, delay;
+		uint64_t run, delay, t0;
 
 		if (migrate)
 			pin(0); /* back from main's CPU */
 		while (released < i) /* main has not started this round's sleep yet */
 			sched_yield();
-		r->start = now_ns();
+		t0 = now_ns();
 		schedstat(&run, &delay);
+		r->start = now_ns();
 		if (i == 0)
 			delay_first = delay;
 		wait_once(i);
-		schedstat(&r->run, &r->delay);
 		r->wall = now_ns() - r->start;
+		schedstat(&r->run, &r->delay);
+		r->outer = now_ns() - t0;
 		r->run -= run;
 		r->delay -= delay;
 		if (miss && !spin)
@@ -436,10 +444,11 @@ int main(int argc, char **argv)
 	for (int i = 0; i < rounds; i++) {
 		struct round *r = &round_of[i];
 		uint64_t unqueued = r->wall > r->delay ? r->wall - r->delay : 0;
+		uint64_t outside = r->outer > r->delay ? r->outer - r->delay : 0;
 		uint64_t to_release = r->release > r->start ? r->release - r->start : 0;
 
 		blocked_ns += unqueued > r->run ? unqueued - r->run : 0;
-		until_ns += to_release < unqueued ? to_release : unqueued;
+		until_ns += to_release < outside ? to_release : outside;
 		waits_delay += r->delay;
 	}
 	if (is_futex() && kind[5])
