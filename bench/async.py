@@ -30,7 +30,8 @@ from lib import mount_tmpfs  # noqa: E402
 
 RUNTIME = int(os.environ.get("PLUMB_BENCH_RUNTIME", "2"))
 PAIRS = int(os.environ.get("PLUMB_BENCH_PAIRS", "20"))
-PROGRAMS = ("uring_complete", "exit_io_getevents", "exit_io_pgetevents")
+PROGRAMS = ("uring_complete", "uring_sub_req", "uring_sub_sqe", "exit_io_getevents",
+            "exit_io_pgetevents")
 
 
 def fio(args):

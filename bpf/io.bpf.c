@@ -770,9 +770,11 @@ static __always_inline int lookup_start(struct task_struct *task, long dirfd, ch
 }
 
 /* Counts an op on a mount (0: none); returns that key's counts, NULL when there are none. */
-static __always_inline struct io_stats *count_op(__u32 mnt_id, int op, long ret)
+/* Counts an op on a mount (0: none) for a cgroup; returns that key's counts, or NULL. */
+static __always_inline struct io_stats *count_op_for(__u64 cgroup_id, __u32 mnt_id, int op,
+						     long ret)
 {
-	struct io_stats *s = stats_for(task_cgroup_id(bpf_get_current_task_btf()), mnt_id);
+	struct io_stats *s = stats_for(cgroup_id, mnt_id);
 
 	if (!s || op < 0 || op >= IO_OPS)
 		return NULL;
@@ -781,6 +783,12 @@ static __always_inline struct io_stats *count_op(__u32 mnt_id, int op, long ret)
 	else
 		s->ops[op]++;
 	return s;
+}
+
+/* Counts an op of the current task's cgroup on a mount (0: none). */
+static __always_inline struct io_stats *count_op(__u32 mnt_id, int op, long ret)
+{
+	return count_op_for(task_cgroup_id(bpf_get_current_task_btf()), mnt_id, op, ret);
 }
 
 /*
@@ -804,38 +812,36 @@ static __always_inline void count_fsync(struct file *file, long ret, __u64 start
 			      start_ns);
 }
 
+/* Where a path operation's mount is found (path_start) */
+enum path_at {
+	PATH_AT_NONE, /* a bad dirfd: nothing was touched, the unknown mount (0) */
+	PATH_AT_START, /* the start directory's mount, e->start_mnt_id */
+	PATH_AT_USER, /* may cross mounts: user space resolves e (path_done) */
+};
+
 /*
- * A path operation with no file to look at: mkdir, unlink, rmdir, or a failed open. A single
- * relative component ("name") is looked up in the start directory itself, so the start
- * directory's mount is the one touched; anything else may cross mounts, and user space
- * resolves it from the path and the start directory.
+ * A path operation with no file to look at (mkdir, unlink, rmdir, rename, a failed open),
+ * its path read into e->path (n: the read's result): where its lookup started, filled into e
+ * (the task's cgroup, its mount namespace and the start mount). A single relative component
+ * ("name") is looked up in the start directory itself, so the start directory's mount is the
+ * one touched; anything else may cross mounts, and user space resolves it from the path and
+ * the start directory, whose names below its mount's root e keeps for relative paths.
  */
-static __always_inline int path_op(long dirfd, const char *upath, int op, long ret)
+static __always_inline enum path_at path_start(struct task_struct *task, long dirfd, int n,
+					       struct io_path_event *e)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct io_path_event *e;
-	__u32 zero = 0, size;
 	struct vfsmount *mnt;
 	struct dentry *dentry, *root;
 	bool simple = true;
-	int n, i;
+	int i;
 
-	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
-		return 0;
-	e = bpf_map_lookup_elem(&io_path_scratch, &zero);
-	if (!e)
-		return 0;
-	n = bpf_probe_read_user_str(e->path, sizeof(e->path), upath);
-	if (lookup_start(task, dirfd, n > 0 ? e->path[0] : 0, &mnt, &dentry)) {
-		/* bad dirfd: nothing was touched; charge it to the unknown mount */
-		count_op(0, op, ret);
-		return 0;
-	}
-	if (n <= 0) {
-		/* unreadable path (EFAULT): the lookup never left the start directory */
-		count_op(vfsmount_id(mnt), op, ret);
-		return 0;
-	}
+	e->cgroup_id = task_cgroup_id(task);
+	if (lookup_start(task, dirfd, n > 0 ? e->path[0] : 0, &mnt, &dentry))
+		return PATH_AT_NONE;
+	e->start_mnt_id = vfsmount_id(mnt);
+	/* an unreadable path (EFAULT): the lookup never left the start directory */
+	if (n <= 0)
+		return PATH_AT_START;
 	if (n >= (int)sizeof(e->path))
 		simple = false;
 	for (i = 0; i < IO_PATH_MAX && i < n - 1 && simple; i++) {
@@ -844,16 +850,9 @@ static __always_inline int path_op(long dirfd, const char *upath, int op, long r
 	}
 	if (e->path[0] == '.' && (n == 2 || (e->path[1] == '.' && n == 3)))
 		simple = false;
-	if (simple) {
-		count_op(vfsmount_id(mnt), op, ret);
-		return 0;
-	}
-
-	e->cgroup_id = bpf_get_current_cgroup_id();
+	if (simple)
+		return PATH_AT_START;
 	e->mntns_inum = BPF_CORE_READ(task, nsproxy, mnt_ns, ns.inum);
-	e->start_mnt_id = vfsmount_id(mnt);
-	e->op = op;
-	e->ret = ret;
 	root = BPF_CORE_READ(mnt, mnt_root);
 	for (i = 0; i < IO_DENTRY_DEPTH; i++) {
 		if (dentry == root || e->path[0] == '/')
@@ -863,11 +862,46 @@ static __always_inline int path_op(long dirfd, const char *upath, int op, long r
 		dentry = BPF_CORE_READ(dentry, d_parent);
 	}
 	e->depth = (i == IO_DENTRY_DEPTH && dentry != root) ? IO_DENTRY_DEPTH + 1 : i;
-	size = offsetof(struct io_path_event, start_names) +
-	       (e->depth < IO_DENTRY_DEPTH ? e->depth : IO_DENTRY_DEPTH) * IO_DENTRY_NAME;
+	return PATH_AT_USER;
+}
+
+/* The operation's result known: counted where path_start() found, or sent to user space. */
+static __always_inline void path_done(struct io_path_event *e, enum path_at at, int op, long ret)
+{
+	__u32 size, depth;
+
+	if (at != PATH_AT_USER) {
+		count_op_for(e->cgroup_id, at == PATH_AT_START ? e->start_mnt_id : 0, op, ret);
+		return;
+	}
+	e->op = op;
+	e->ret = ret;
+	depth = e->depth < IO_DENTRY_DEPTH ? e->depth : IO_DENTRY_DEPTH;
+	size = offsetof(struct io_path_event, start_names) + depth * IO_DENTRY_NAME;
+	/* never true; bounds size where the verifier sees it (e may be a map's value) */
+	barrier_var(size);
+	if (size > sizeof(*e))
+		return;
 	/* no wakeup: user space drains the buffer on its own tick */
 	if (bpf_ringbuf_output(&io_path_events, e, size, BPF_RB_NO_WAKEUP))
 		count_lost(IO_LOST_PATH_RINGBUF_FULL);
+}
+
+/* A path operation's syscall, at its exit: its path read from the caller's memory. */
+static __always_inline int path_op(long dirfd, const char *upath, int op, long ret)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct io_path_event *e;
+	__u32 zero = 0;
+	int n;
+
+	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK)
+		return 0;
+	e = bpf_map_lookup_elem(&io_path_scratch, &zero);
+	if (!e)
+		return 0;
+	n = bpf_probe_read_user_str(e->path, sizeof(e->path), upath);
+	path_done(e, path_start(task, dirfd, n, e), op, ret);
 	return 0;
 }
 
@@ -1006,7 +1040,149 @@ enum uring_rw_op {
 	URING_WRITE = 23,
 	URING_READV_FIXED = 60,
 	URING_WRITEV_FIXED = 61,
+	URING_OPENAT = 18,
+	URING_OPENAT2 = 28,
+	URING_RENAMEAT = 35,
+	URING_UNLINKAT = 36,
+	URING_MKDIRAT = 37,
 };
+
+/*
+ * io_uring's path operations (OPENAT, OPENAT2, MKDIRAT, UNLINKAT, RENAMEAT): the request holds
+ * its path once prepared, at its submission's tracepoint (io_uring_submit_req; 6.1:
+ * io_uring_submit_sqe), as the kernel's own copy (struct filename), which the operation puts
+ * before the completion. So the submission finds where the lookup starts and keeps it here,
+ * by request, and the completion counts it with its result, as path_op() does for the
+ * syscalls; an OPENAT that made an fd is counted on its file, as open_exit() does. Bounded:
+ * a full table counts the request as uring_path_full (its completion then on mount none);
+ * a request that never posts a completion (IOSQE_CQE_SKIP_SUCCESS, a ring torn down) leaves
+ * its entry until the request is reused or user space drops it as stale (counted).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* nothing held where io_uring makes no paths */
+	__uint(max_entries, URING_PATHS_MAX);
+	__type(key, __u64); /* the request's address */
+	__type(value, struct uring_path);
+} uring_paths SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct uring_path);
+} uring_path_scratch SEC(".maps");
+
+/* The request's own data (io_kiocb.cmd) as the operation's type */
+#define URING_CMD(req, type) ((struct type *)&((struct io_kiocb *)(req))->cmd)
+
+/* The op a path operation's request counts as (an OPENAT that created its file: create) */
+static __always_inline int uring_path_op(void *req, __u8 op)
+{
+	if (op == URING_MKDIRAT)
+		return IO_OP_MKDIR;
+	if (op == URING_RENAMEAT)
+		return IO_OP_RENAME;
+	if (op != URING_UNLINKAT)
+		return IO_OP_OPEN;
+	if (BPF_CORE_READ(URING_CMD(req, io_unlink), flags) & AT_REMOVEDIR)
+		return IO_OP_RMDIR;
+	return IO_OP_UNLINK;
+}
+
+static __always_inline int uring_submit(void *req)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct filename *name;
+	struct uring_path *p;
+	__u64 key = (__u64)req;
+	__u32 zero = 0;
+	long dfd;
+	int n;
+	__u8 op;
+
+	if (!req || !gate_open())
+		return 0;
+	op = BPF_CORE_READ((struct io_kiocb *)req, opcode);
+	if (op != URING_OPENAT && op != URING_OPENAT2 && op != URING_MKDIRAT &&
+	    op != URING_UNLINKAT && op != URING_RENAMEAT)
+		return 0;
+	p = bpf_map_lookup_elem(&uring_path_scratch, &zero);
+	if (!p)
+		return 0;
+	p->op = uring_path_op(req, op);
+	switch (op) {
+	case URING_MKDIRAT:
+		dfd = BPF_CORE_READ(URING_CMD(req, io_mkdir), dfd);
+		name = BPF_CORE_READ(URING_CMD(req, io_mkdir), filename);
+		break;
+	case URING_UNLINKAT:
+		dfd = BPF_CORE_READ(URING_CMD(req, io_unlink), dfd);
+		name = BPF_CORE_READ(URING_CMD(req, io_unlink), filename);
+		break;
+	case URING_RENAMEAT: /* on its source's mount, as rename(2) */
+		dfd = BPF_CORE_READ(URING_CMD(req, io_rename), old_dfd);
+		name = BPF_CORE_READ(URING_CMD(req, io_rename), oldpath);
+		break;
+	default:
+		dfd = BPF_CORE_READ(URING_CMD(req, io_open), dfd);
+		name = BPF_CORE_READ(URING_CMD(req, io_open), filename);
+	}
+	n = name ? bpf_probe_read_kernel_str(p->e.path, sizeof(p->e.path),
+					     BPF_CORE_READ(name, name)) :
+		   -1;
+	p->at = path_start(task, (int)dfd, n, &p->e);
+	p->submitted_ns = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&uring_paths, &key, p, BPF_ANY))
+		count_lost(IO_LOST_URING_PATH_FULL);
+	return 0;
+}
+
+SEC("tp_btf/io_uring_submit_req")
+int BPF_PROG(uring_sub_req, void *req)
+{
+	return uring_submit(req);
+}
+
+SEC("tp_btf/io_uring_submit_sqe")
+int BPF_PROG(uring_sub_sqe, void *req)
+{
+	return uring_submit(req);
+}
+
+/*
+ * A path operation's completion: an OPENAT that made an fd on its file (as open_exit; one
+ * into a fixed-file slot has no fd: by its path, as an open), anything else where its
+ * submission found (path_done), for the submitter's cgroup. No entry (a request submitted
+ * before the programs were attached, one whose preparation failed, so that it has no path,
+ * or one the table had no room for): an error, or an op, on mount none.
+ */
+static __always_inline void uring_path_done(void *req, __u8 op, int res)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 key = (__u64)req;
+	struct uring_path *p = bpf_map_lookup_elem(&uring_paths, &key);
+	/* a helper, not task_cgroup_id(): its loads and the map value's would share insns */
+	__u64 cgroup_id = p ? p->e.cgroup_id : bpf_get_current_cgroup_id();
+	struct file *file;
+	__u32 type;
+	int io_op;
+
+	if ((op == URING_OPENAT || op == URING_OPENAT2) && res >= 0 &&
+	    !BPF_CORE_READ(URING_CMD(req, io_open), file_slot)) {
+		file = fd_to_file(task, res);
+		type = file ? file_mode_type(file) : 0;
+		io_op = BPF_CORE_READ(file, f_mode) & FMODE_CREATED ? IO_OP_CREATE : IO_OP_OPEN;
+		if (type == S_IFREG || type == S_IFDIR || type == S_IFBLK)
+			count_op_for(cgroup_id, vfsmount_id(file_mnt(file)), io_op, 0);
+	} else if (p) {
+		path_done(&p->e, p->at, p->op, res);
+	} else {
+		count_op(0, uring_path_op(req, op), res);
+	}
+	if (p)
+		bpf_map_delete_elem(&uring_paths, &key);
+}
 
 SEC("tp_btf/io_uring_complete")
 int BPF_PROG(uring_complete, void *ring, void *req)
@@ -1041,6 +1217,14 @@ int BPF_PROG(uring_complete, void *ring, void *req)
 	case URING_FSYNC:
 		dir = -1;
 		break;
+	case URING_OPENAT:
+	case URING_OPENAT2:
+	case URING_MKDIRAT:
+	case URING_UNLINKAT:
+	case URING_RENAMEAT:
+		res = bpf_ksym_exists(bpf_rdonly_cast) ? r->cqe.res : BPF_CORE_READ(r, cqe.res);
+		uring_path_done(req, op, res);
+		return 0;
 	default:
 		return 0;
 	}

@@ -46,6 +46,7 @@ enum io_lost_reason {
 	IO_LOST_URING_NO_FILE, /* an io_uring read or write completion with no file */
 	IO_LOST_AIO_BATCH_CAP, /* AIO events past the most one io_getevents() exit counts */
 	IO_LOST_URING_OVERFLOW, /* an io_uring completion that overflowed its ring (6.3+) */
+	IO_LOST_URING_PATH_FULL, /* an io_uring path operation uring_paths had no room for */
 	IO_LOST_REASONS,
 };
 
@@ -72,6 +73,8 @@ struct io_stats {
 #define IO_PATH_MAX	256
 #define IO_DENTRY_DEPTH 16
 #define IO_DENTRY_NAME	64
+/* io_uring path operations submitted and not yet completed, host-wide (bpf/io.bpf.c) */
+#define URING_PATHS_MAX 1024
 
 struct io_path_event {
 	__u64 cgroup_id;
@@ -87,6 +90,14 @@ struct io_path_event {
 	 * and only the used components are sent: an event is offsetof(start_names) + 64 * depth.
 	 */
 	char start_names[IO_DENTRY_DEPTH][IO_DENTRY_NAME];
+};
+
+/* An io_uring path operation between its submission and its completion (bpf/io.bpf.c) */
+struct uring_path {
+	__u64 submitted_ns; /* CLOCK_MONOTONIC */
+	__u32 at; /* where its mount is found: enum path_at in bpf/io.bpf.c */
+	__u32 op; /* enum io_op */
+	struct io_path_event e;
 };
 
 #endif

@@ -60,7 +60,7 @@ struct module_health {
  * What a module chose for one attach point at load, for `plumb agent --check`: the point
  * ("syscalls/sys_exit_read"), the program, and "attached", "off: <why>" or "missing: <why>".
  */
-#define MODULE_MAX_ATTACH 64
+#define MODULE_MAX_ATTACH 96
 
 struct attach_choice {
 	char point[64];

@@ -96,6 +96,9 @@ struct io_state {
 	uint64_t slots_kept; /* removed keys' slots that could not be zeroed: not given back */
 	uint64_t last_expiry_ms;
 	uint64_t unresolved_paths, entries_full;
+	/* io_uring path operations in flight (uring_paths) at the last check, and those
+	 * dropped as stale there */
+	uint64_t uring_paths, uring_paths_stale;
 	struct adopt adopt; /* --pin: the maps and links over a restart */
 	/* latency sampled by time: the read/write enter programs attached for window_ns of
 	 * every period_ns (src/window.h); NULL when every call is timed or latency is off */
@@ -414,6 +417,38 @@ static struct io_entry **entry_list(struct io_state *s, size_t *n)
 	return w.list;
 }
 
+/*
+ * io_uring path operations submitted more than URING_PATH_STALE_S ago and still in
+ * uring_paths: their completion was not posted (IOSQE_CQE_SKIP_SUCCESS, a ring torn down
+ * first) or not traced (an overflowed one), or they still wait (an open of a FIFO nobody
+ * writes to): dropped, counted as uring_path_stale, so that the table does not fill with
+ * them. Counts what is left.
+ */
+#define URING_PATH_STALE_S 300
+static void uring_paths_prune(struct io_state *s)
+{
+	int fd = bpf_map__fd(s->skel->maps.uring_paths);
+	uint64_t key, next, *prev = NULL, now = monotonic_ns(), n = 0;
+	struct uring_path *p = malloc(sizeof(*p));
+
+	if (!p)
+		return;
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, p))
+			continue; /* completed meanwhile */
+		if (now > p->submitted_ns &&
+		    now - p->submitted_ns > URING_PATH_STALE_S * 1000000000ull &&
+		    !bpf_map_delete_elem(fd, &key))
+			s->uring_paths_stale++;
+		else
+			n++;
+	}
+	free(p);
+	s->uring_paths = n;
+}
+
 static int io_tick(struct plumb_module *m)
 {
 	struct io_state *s = m->priv;
@@ -434,8 +469,10 @@ static int io_tick(struct plumb_module *m)
 	list = entry_list(s, &n);
 	if (!list)
 		return -ENOMEM;
-	if (check)
+	if (check) {
 		s->last_expiry_ms = now;
+		uring_paths_prune(s);
+	}
 	for (size_t i = 0; i < n; i++) {
 		resolve_entry(s, list[i]);
 		if (!check)
@@ -716,7 +753,8 @@ static void io_health(struct plumb_module *m, struct module_health *h)
 	static const char *const reasons[IO_LOST_REASONS] = { "stats_map_full", "ringbuf_full",
 							      "args_unknown",	"aio_unreadable",
 							      "aio_fd_closed",	"uring_no_file",
-							      "aio_batch_cap",	"uring_overflow" };
+							      "aio_batch_cap",	"uring_overflow",
+							      "uring_path_full" };
 	uint64_t lost[IO_LOST_REASONS];
 	struct cgroup_cache_stats cg;
 	struct mount_cache_stats mnt;
@@ -735,6 +773,11 @@ static void io_health(struct plumb_module *m, struct module_health *h)
 		h->lost[h->nlost].reason = reasons[r];
 		h->lost[h->nlost++].count = lost[r];
 	}
+	h->maps[h->nmaps].name = "uring_paths";
+	h->maps[h->nmaps].entries = s->uring_paths;
+	h->maps[h->nmaps++].capacity = URING_PATHS_MAX;
+	h->lost[h->nlost].reason = "uring_path_stale";
+	h->lost[h->nlost++].count = m->maps_only ? 0 : s->uring_paths_stale;
 	h->lost[h->nlost].reason = "path_unresolved";
 	h->lost[h->nlost++].count = m->maps_only ? 0 : s->unresolved_paths;
 	h->lost[h->nlost].reason = "entries_full";
@@ -827,7 +870,7 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 							FEAT_CURRENT_TASK_BTF };
 	const char *test_tp = getenv("PLUMB_TEST_REQUIRE_TRACEPOINT");
 	bool args_at_enter = false, latency = cfg->io_latency, windows, uring;
-	unsigned int nexit = 0, nenter = 0, nabsent = 0, ncompletion = 0;
+	unsigned int nexit = 0, nenter = 0, nabsent = 0, ncompletion = 0, nsubmit = 0;
 	const char *why_latency = "";
 	struct bpf_program *prog;
 
@@ -879,6 +922,20 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 		const char *syscall = strchr(name, '_') + 1, *point = strchr(sec, '/') + 1;
 		char exit_tp[64];
 
+		if (!strcmp(name, "uring_sub_req") || !strcmp(name, "uring_sub_sqe")) {
+			/* the submissions' tracepoint: renamed in 6.2, the request first in both */
+			if (!uring || tracepoint_btf_args(point) < 0) {
+				bpf_program__set_autoload(prog, false);
+				module_attach_note(m, sec, name,
+						   uring ? "off: not this kernel's name for it" :
+							   "off: no io_uring tracepoints here");
+			} else {
+				module_attach_note(m, sec, name,
+						   "chosen: io_uring path operations' paths");
+				nsubmit++;
+			}
+			continue;
+		}
 		if (!strcmp(name, "uring_complete") || !strcmp(name, "uring_overflow")) {
 			/* the overflows' tracepoint has no request: only beside uring_complete */
 			bool overflow = !strcmp(name, "uring_overflow");
@@ -973,8 +1030,9 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 	}
 
 	snprintf(m->choice, sizeof(m->choice),
-		 "%u exit + %u enter tracepoints, %u for AIO/io_uring completions; arguments %s; ",
-		 nexit, nenter, ncompletion,
+		 "%u exit + %u enter tracepoints, %u for AIO/io_uring completions, %u for io_uring "
+		 "submissions; arguments %s; ",
+		 nexit, nenter, ncompletion, nsubmit,
 		 args_at_enter ? "stored at enter (fallback: no task_pt_regs)" :
 				 "read at exit (task_pt_regs)");
 	if (windows)

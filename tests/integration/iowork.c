@@ -57,6 +57,15 @@
  *                            unmapped before reaping, 2 with their fd closed before reaping
  *   uringfsync:PATH:N        N io_uring FSYNC requests on PATH (every other one DATASYNC),
  *                            then N on fd 999 (EBADF)
+ *   uringpaths:A:B           io_uring's path operations, one at a time, each must return as
+ *                            said: A and B directories, open(2)ed as dirfds, on two mounts,
+ *                            A/nested a third one. OPENAT B/u-f O_CREAT (created), OPENAT
+ *                            u-f from B (opened), OPENAT2 nested/u-missing from A (-ENOENT),
+ *                            MKDIRAT nested/u-d from A, MKDIRAT u-e from B (twice: the second
+ *                            -EEXIST), RENAMEAT B/u-f to B/u-g, UNLINKAT u-g from B, UNLINKAT
+ *                            nested/u-d from A and u-e from B (AT_REMOVEDIR), OPENAT
+ *                            A/nested/u-x O_CREAT into a fixed-file slot (created, no fd);
+ *                            then unlink(2) A/nested/u-x
  *   uringoverflow:PATH       24 io_uring reads of 1000 bytes of PATH, 16 of whose completions
  *                            overflow the ring before they are reaped
  *   sendfile:SRC:DST:CHUNK   copy all of SRC to DST (created) by sendfile() of CHUNK a call;
@@ -81,6 +90,7 @@
 #include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -88,6 +98,7 @@
 #include <pthread.h>
 #include <linux/aio_abi.h>
 #include <linux/io_uring.h>
+#include <linux/openat2.h>
 #include <linux/userfaultfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -582,6 +593,112 @@ static void uring_fsync(const char *path, long n)
 	printf("uringfsync: %ld requests\n", 2 * n);
 }
 
+/* One request, submitted and reaped: its result. */
+static int uring_one(struct uring *r, const struct io_uring_sqe *req, const char *op)
+{
+	unsigned int tail = *r->sq_tail, idx = tail & *r->sq_mask, head;
+	int res;
+
+	r->sqes[idx] = *req;
+	r->sq_array[idx] = idx;
+	__atomic_store_n(r->sq_tail, tail + 1, __ATOMIC_RELEASE);
+	if (syscall(SYS_io_uring_enter, r->fd, 1, 1, IORING_ENTER_GETEVENTS, NULL, 0) != 1)
+		die(op, "io_uring_enter");
+	head = *r->cq_head;
+	if (head == __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE))
+		die(op, "no completion");
+	res = r->cqes[head & *r->cq_mask].res;
+	__atomic_store_n(r->cq_head, head + 1, __ATOMIC_RELEASE);
+	return res;
+}
+
+static void sqe_path(struct io_uring_sqe *q, int code, int dir, const char *path)
+{
+	memset(q, 0, sizeof(*q));
+	q->opcode = code;
+	q->fd = dir;
+	q->addr = (uintptr_t)path;
+}
+
+/* The request must return want, or an fd or 0 when want is 0 (an fd is closed). */
+static void uring_expect(struct uring *r, const struct io_uring_sqe *q, int want, const char *op)
+{
+	int res = uring_one(r, q, op);
+
+	if (want ? res != want : res < 0) {
+		fprintf(stderr, "%s: opcode %d returned %d, not %d\n", op, q->opcode, res, want);
+		exit(1);
+	}
+	if (q->opcode == IORING_OP_OPENAT && res > 0)
+		close(res);
+}
+
+/*
+ * uringpaths:A:B: io_uring's path operations, each checked for its result (see the usage);
+ * A/nested must be a mount point, B another mount's directory
+ */
+static void uring_paths(const char *a, const char *b)
+{
+	static const char *const op = "uringpaths";
+	int da = open(a, O_RDONLY | O_DIRECTORY), db = open(b, O_RDONLY | O_DIRECTORY);
+	struct io_uring_rsrc_register reg = { .nr = 1, .flags = IORING_RSRC_REGISTER_SPARSE };
+	struct open_how how = { .flags = O_RDONLY };
+	char f[4096], g[4096], x[4096];
+	struct io_uring_sqe q;
+	struct uring r;
+
+	if (da < 0 || db < 0)
+		die(op, "open a directory");
+	snprintf(f, sizeof(f), "%s/u-f", b);
+	snprintf(g, sizeof(g), "%s/u-g", b);
+	snprintf(x, sizeof(x), "%s/nested/u-x", a);
+	uring_open(&r, op, 4);
+	sqe_path(&q, IORING_OP_OPENAT, AT_FDCWD, f); /* created, on B's mount */
+	q.open_flags = O_CREAT | O_WRONLY;
+	q.len = 0644;
+	uring_expect(&r, &q, 0, op);
+	sqe_path(&q, IORING_OP_OPENAT, db, "u-f"); /* opened there */
+	uring_expect(&r, &q, 0, op);
+	sqe_path(&q, IORING_OP_OPENAT2, da, "nested/u-missing"); /* ENOENT, on A/nested's mount */
+	q.len = sizeof(how);
+	q.addr2 = (uintptr_t)&how;
+	uring_expect(&r, &q, -ENOENT, op);
+	sqe_path(&q, IORING_OP_MKDIRAT, da, "nested/u-d");
+	q.len = 0755;
+	uring_expect(&r, &q, 0, op);
+	sqe_path(&q, IORING_OP_MKDIRAT, db, "u-e");
+	q.len = 0755;
+	uring_expect(&r, &q, 0, op);
+	sqe_path(&q, IORING_OP_MKDIRAT, db, "u-e");
+	uring_expect(&r, &q, -EEXIST, op);
+	sqe_path(&q, IORING_OP_RENAMEAT, AT_FDCWD, f);
+	q.len = AT_FDCWD;
+	q.addr2 = (uintptr_t)g;
+	uring_expect(&r, &q, 0, op);
+	sqe_path(&q, IORING_OP_UNLINKAT, db, "u-g");
+	uring_expect(&r, &q, 0, op);
+	sqe_path(&q, IORING_OP_UNLINKAT, da, "nested/u-d");
+	q.unlink_flags = AT_REMOVEDIR;
+	uring_expect(&r, &q, 0, op);
+	sqe_path(&q, IORING_OP_UNLINKAT, db, "u-e");
+	q.unlink_flags = AT_REMOVEDIR;
+	uring_expect(&r, &q, 0, op);
+	/* into a fixed-file slot: no fd; created, counted as an open on A/nested's mount */
+	if (syscall(SYS_io_uring_register, r.fd, IORING_REGISTER_FILES2, &reg, sizeof(reg)))
+		die(op, "IORING_REGISTER_FILES2");
+	sqe_path(&q, IORING_OP_OPENAT, AT_FDCWD, x);
+	q.open_flags = O_CREAT | O_WRONLY;
+	q.len = 0644;
+	q.file_index = 1;
+	uring_expect(&r, &q, 0, op);
+	if (unlink(x))
+		die(op, x);
+	close(r.fd);
+	close(da);
+	close(db);
+	printf("%s: 11 requests\n", op);
+}
+
 /*
  * uringoverflow: a ring of 4 entries (8 completion slots), 6 rounds of 4 reads of 1000 bytes
  * submitted with none reaped (24 completions: 16 overflow the ring, kept by the kernel
@@ -811,6 +928,8 @@ static void run(char *spec)
 		aio_drops(f[1]);
 	} else if (!strcmp(f[0], "uringfsync") && nf == 3) {
 		uring_fsync(f[1], num(f[2], f[0]));
+	} else if (!strcmp(f[0], "uringpaths") && nf == 3) {
+		uring_paths(f[1], f[2]);
 	} else if (!strcmp(f[0], "uringoverflow") && nf == 2) {
 		uring_overflow(f[1]);
 	} else if (!strcmp(f[0], "uringebadf") && nf == 2) {

@@ -803,6 +803,35 @@ def test_fsync_rename(world, agent, cleanup):
     assert timed == {e: 4, n: 0, "none": 3}, f"fsyncs timed per mount: {timed}"
 
 
+def test_uring_path_ops(world, agent, cleanup):
+    """io_uring's path operations (OPENAT, OPENAT2, MKDIRAT, UNLINKAT, RENAMEAT) counted as
+    their syscalls are: each on the mount it touched, from a dirfd into a nested mount too,
+    its errors as errors; an open that made a file a create, one into a fixed-file slot an
+    open; nothing on mount none, none dropped, none left in flight in uring_paths."""
+    cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/uringpaths")
+    t, n, e = world.tmpfs, world.nested, world.ext4
+    full0 = value(agent.metrics(), "plumb_events_lost_total", module="io",
+                  reason="uring_path_full")
+    out = iowork(cg, f"uringpaths:{t}:{e}")
+    assert out.strip() == "uringpaths: 11 requests", out
+    exp = Expect()
+    for mnt, k, c in ((t, "op_open", 1), (e, "op_open", 2), (e, "op_create", 1),
+                      (n, "operr_open", 1), (n, "op_mkdir", 1), (e, "op_mkdir", 1),
+                      (e, "operr_mkdir", 1), (e, "op_rename", 1), (e, "op_unlink", 1),
+                      (n, "op_rmdir", 1), (e, "op_rmdir", 1), (n, "op_open", 1),
+                      (n, "op_unlink", 1), ("none", "op_open", 0)):
+        exp.add(label, mnt, k, c)
+    fst = dict(world.fstypes, none="none")
+    m = settle(agent, lambda m: check_ok(exp, m, fst))
+    exp.check(m, fst)
+    full = value(m, "plumb_events_lost_total", module="io", reason="uring_path_full") - full0
+    assert full == 0, f"{full:.0f} io_uring path operations found uring_paths full"
+    m = settle(agent, lambda m: value(m, "plumb_map_entries", module="io",
+                                      map="uring_paths") == 0)
+    left = value(m, "plumb_map_entries", module="io", map="uring_paths")
+    assert left == 0, f"{left:.0f} io_uring path operations left in uring_paths"
+
+
 def test_new_mount(world, agent, cleanup):
     """Path operations on a mount made after the agent started land on it at once."""
     cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/newmount")
@@ -1172,6 +1201,8 @@ def main():
                          ("io: a new key shows at the next read", test_new_key_prompt),
                          ("io: path operations on the mount they touched", test_path_ops),
                          ("io: fsync and rename on the mount they touched", test_fsync_rename),
+                         ("io: io_uring's path operations on the mount they touched",
+                          test_uring_path_ops),
                          ("io: a mount made after the agent started", test_new_mount),
                          ("io: removed cgroup kept for the grace period", test_cgroup_grace),
                          ("io: plumb io --json", test_io_view_json),

@@ -168,8 +168,10 @@ def test_absent_syscall(cleanup):
 
 def test_completion_programs(cleanup):
     """AIO's completions need bpf_task_pt_regs and bpf_loop, io_uring's a tracepoint with its
-    request in BTF (and its overflows' program goes with it): without them those programs
-    alone are off, with the reason, and io is up."""
+    request in BTF (and its overflows' and submissions' programs go with it; the submissions'
+    tracepoint has one of two names, io_uring_submit_sqe before 6.2): without them those
+    programs alone are off, with the reason, and io is up."""
+    submit = ("tp_btf/io_uring_submit_req", "tp_btf/io_uring_submit_sqe")
     aio = ("syscalls/sys_exit_io_getevents", "syscalls/sys_exit_io_pgetevents")
     rc, rows, verdicts, out = check_table("--modules", "io")
     assert rc == 0, out
@@ -180,7 +182,9 @@ def test_completion_programs(cleanup):
     # overflowed completions, counted as lost (test_io's test_uring_overflow)
     assert rows["tp_btf/io_uring_cqe_overflow"] == (
         "uring_overflow", "attached: overflowed io_uring completions, as lost"), out
-    assert "4 for AIO/io_uring completions" in verdicts["io"], out
+    assert "4 for AIO/io_uring completions, 1 for io_uring submissions" in verdicts["io"], out
+    assert sorted(rows[p][1] for p in submit) == [
+        "attached: io_uring path operations' paths", "off: not this kernel's name for it"], out
     for hide, why in (("bpf_loop", "off: needs bpf_loop"),
                       ("task_pt_regs", "off: needs task_pt_regs")):
         rc, rows, verdicts, out = check_table("--modules", "io", PLUMB_TEST_HIDE=hide)
@@ -192,7 +196,9 @@ def test_completion_programs(cleanup):
     assert rc == 0, out
     assert rows["tp_btf/io_uring_complete"][1] == "off: no io_uring tracepoints here", out
     assert rows["tp_btf/io_uring_cqe_overflow"][1].startswith("off"), out
-    assert "2 for AIO/io_uring completions" in verdicts["io"], out
+    assert "2 for AIO/io_uring completions, 0 for io_uring submissions" in verdicts["io"], out
+    for p in submit:
+        assert rows[p][1] == "off: no io_uring tracepoints here", out
 
 
 def test_features_table(cleanup):
