@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -391,6 +392,42 @@ def test_threads_before_agent(cleanup):
     within(value(m, METRICS["sleep"], cgroup=cg), SLEEP_MS / 1000, 0.02, "sleep")
 
 
+def test_hidden_sleep(cleanup):
+    """Sleep as the remainder counts from a base, a moment at which all of a thread's counts
+    are known: a new thread's first enqueue; for one older than the agent, a read while it is
+    off a CPU, or while on one since a switch-in the agent saw. A thread older than the agent
+    whose switch-ins are not traced (PLUMB_TEST_MISS_SWITCH_IN=hide: none to a thread named
+    miss-switch-in, as this project's machines trace none after their PID 1 threads), which
+    spins (SCHED_FIFO, seldom off its CPU) and then sleeps, gets its base at its first
+    switch-out instead. Its sleep is whole: before, it counted from the first read after the
+    sleep began, or not at all (a make test run: 0.1431 s of 0.4 s)."""
+    cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/sched-hidden")
+    link = os.path.join(tempfile.mkdtemp(prefix="plumb-it-", dir="/tmp"), "miss-switch-in")
+    os.symlink(os.path.abspath(SCHEDWORK), link)  # exec'd by this name: its comm
+    cleanup.add(lambda: (os.unlink(link), os.rmdir(os.path.dirname(link))))
+    cache_schedwork()
+    spin_ms = 12000 if EMULATED else 2500  # the agent up before the spin ends
+    p = subprocess.Popen(["chrt", "-f", "1", link, "--cgroup", cg_dir, f"spin:{spin_ms}",
+                          f"sleep:{SLEEP_MS}"], stdout=subprocess.PIPE, text=True)
+    cleanup.add(lambda: p.poll() is None and p.kill())
+    time.sleep(0.3)
+    env = {**os.environ, "PLUMB_TEST_MISS_SWITCH_IN": "hide"}
+    agent = Agent(cleanup, "--modules", "sched", wait_for_module=False, env=env)
+    settle(agent, lambda m: value(m, "plumb_module_up", module="sched") == 1, timeout=10)
+    up = schedstat(p.pid)[0]
+    assert up < spin_ms / 1000 * 0.9, \
+        f"the agent came up {up:.1f} s into a {spin_ms / 1000} s spin: too late"
+    unseen0 = value(agent.metrics(), "plumb_events_lost_total", module="sched",
+                    reason="switch_unseen")
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 0, f"schedwork: exit {p.returncode}"
+    m = agent.metrics()  # the worker has exited: one scrape holds it whole
+    unseen = value(m, "plumb_events_lost_total", module="sched", reason="switch_unseen")
+    assert unseen > unseen0, "no switch unseen: nothing hidden"
+    within(value(m, METRICS["sleep"], cgroup=cg), SLEEP_MS / 1000, 0.02, "sleep", after=AFTER)
+    agent.stop()
+
+
 def test_live(agent, cleanup):
     """Read every ~0.1 s while it spins, then while it sleeps: a running thread gains no sleep
     (where sleep is the rest of its time, a read must not take the kernel's CPU time, up to a
@@ -477,6 +514,8 @@ def main():
         runner.run("sched: threads older than the agent", test_threads_before_agent, cleanup)
         if remainder:
             agent.stop()
+            runner.run("sched: a thread whose switch-ins are not traced, its sleep whole",
+                       test_hidden_sleep, cleanup)
             episodes_pass(runner, cleanup)
     except Exception as e:
         runner.failed += 1
