@@ -66,6 +66,8 @@ __u64 io_fsync_stamps;
 /* include/linux/fs.h: set by do_open() when O_CREAT created the file (since v4.19, 73a09dd94e). */
 #define FMODE_CREATED 0x100000
 /* include/linux/errno.h: kernel-internal codes for a syscall that will be restarted. */
+#define EEXIST		      17
+#define ECANCELED	      125
 #define ERESTARTSYS	      512
 #define ERESTART_RESTARTBLOCK 516
 
@@ -1102,7 +1104,7 @@ static __always_inline int uring_submit(struct io_kiocb *req)
 	struct uring_path *p;
 	__u64 key = (__u64)req;
 	__u32 zero = 0;
-	long dfd;
+	long dfd, err;
 	int n;
 	__u8 op;
 
@@ -1141,7 +1143,16 @@ static __always_inline int uring_submit(struct io_kiocb *req)
 		   -1;
 	p->at = path_start(task, (int)dfd, n, &p->e);
 	p->submitted_ns = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(&uring_paths, &key, p, BPF_ANY))
+	p->ctx = (__u64)req->ctx;
+	p->user_data = req->cqe.user_data;
+	p->opcode = op;
+	/* an entry left at this address: a request that posted no completion (counted) */
+	err = bpf_map_update_elem(&uring_paths, &key, p, BPF_NOEXIST);
+	if (err == -EEXIST) {
+		count_lost(IO_LOST_URING_PATH_STALE);
+		err = bpf_map_update_elem(&uring_paths, &key, p, BPF_EXIST);
+	}
+	if (err)
 		count_lost(IO_LOST_URING_PATH_FULL);
 	return 0;
 }
@@ -1163,19 +1174,35 @@ int BPF_PROG(uring_sub_sqe, struct io_kiocb *req)
  * into a fixed-file slot has no fd: by its path, as an open), anything else where its
  * submission found (path_done), for the submitter's cgroup. No entry (a request submitted
  * before the programs were attached, one whose preparation failed, so that it has no path,
- * or one the table had no room for): an error, or an op, on mount none.
+ * e.g. an unreadable one, or one the table had no room for): an error, or an op, on mount
+ * none. The entry at the request's address must be this request's (ring, user data,
+ * opcode): one left by a request that posted no completion is counted stale and dropped. A
+ * request cancelled before it ran (-ECANCELED: a failed link) touched nothing: not counted.
  */
 static __always_inline void uring_path_done(void *req, __u8 op, int res)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 key = (__u64)req;
 	struct uring_path *p = bpf_map_lookup_elem(&uring_paths, &key);
-	/* a helper, not task_cgroup_id(): its loads and the map value's would share insns */
-	__u64 cgroup_id = p ? p->e.cgroup_id : bpf_get_current_cgroup_id();
+	struct io_kiocb *r = req;
+	__u64 cgroup_id;
 	struct file *file;
 	__u32 type;
 	int io_op;
 
+	if (p && (p->opcode != op || p->ctx != (__u64)BPF_CORE_READ(r, ctx) ||
+		  p->user_data != BPF_CORE_READ(r, cqe.user_data))) {
+		count_lost(IO_LOST_URING_PATH_STALE);
+		bpf_map_delete_elem(&uring_paths, &key);
+		p = NULL;
+	}
+	if (res == -ECANCELED) {
+		if (p)
+			bpf_map_delete_elem(&uring_paths, &key);
+		return;
+	}
+	/* a helper, not task_cgroup_id(): its loads and the map value's would share insns */
+	cgroup_id = p ? p->e.cgroup_id : bpf_get_current_cgroup_id();
 	if ((op == URING_OPENAT || op == URING_OPENAT2) && res >= 0 &&
 	    !BPF_CORE_READ(URING_CMD(req, io_open), file_slot)) {
 		file = fd_to_file(task, res);

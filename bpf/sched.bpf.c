@@ -930,7 +930,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	 */
 	runnable = preempt || !prev_state || !task_state(prev) ||
 		   (sleep_remainder && !blocks_uninterruptibly(prev_state));
-	if (runnable && (!(stolen || unseen || (first && sleep_remainder)) || !prev->pid))
+	if (runnable && (!(stolen || unseen || first) || !prev->pid))
 		return 0;
 	t = bpf_task_storage_get(&sched_threads, prev, NULL, 0);
 	if (!t) {
@@ -941,8 +941,12 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	t->steal_ns += stolen;
 	if (!runnable && !(now = task_rq_clock(prev)))
 		return 0;
-	/* without sched_info (steal followed) nothing could be recovered: left to the block */
-	if (t->off_ns && (!runnable || (unseen && close_at_switch_in))) {
+	/*
+	 * without sched_info (steal followed) nothing could be recovered: left to the block. A
+	 * first switch on this CPU is one whose switch-in was not seen either (hidden, where
+	 * no switch there was traced before).
+	 */
+	if (t->off_ns && (!runnable || ((unseen || first) && close_at_switch_in))) {
 		/* a shared futex whose mapping was unreadable at the switch-out: once more, now */
 		if (wait_on && t->open_unresolved && futex_key_file(prev, t))
 			t->open_unresolved = 0;
@@ -950,9 +954,10 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			episode_close(t, end);
 	}
 	/* after the recovery: its episode ended before now, in rest */
-	if (sleep_remainder && !t->base_ns && (unseen || first))
-		remainder_base(t, now ? now : task_rq_clock(prev), prev->se.sum_exec_runtime,
-			       prev->sched_info.run_delay, t->ns[SCHED_BLOCK] + t->steal_ns);
+	if (sleep_remainder && !t->base_ns && (unseen || first) &&
+	    (now || (now = task_rq_clock(prev))))
+		remainder_base(t, now, prev->se.sum_exec_runtime, prev->sched_info.run_delay,
+			       t->ns[SCHED_BLOCK] + t->steal_ns);
 	if (runnable)
 		return 0;
 	if (blocks_uninterruptibly(prev_state))

@@ -47,6 +47,7 @@ enum io_lost_reason {
 	IO_LOST_AIO_BATCH_CAP, /* AIO events past the most one io_getevents() exit counts */
 	IO_LOST_URING_OVERFLOW, /* an io_uring completion that overflowed its ring (6.3+) */
 	IO_LOST_URING_PATH_FULL, /* an io_uring path operation uring_paths had no room for */
+	IO_LOST_URING_PATH_STALE, /* an entry of uring_paths whose completion never came */
 	IO_LOST_REASONS,
 };
 
@@ -95,8 +96,13 @@ struct io_path_event {
 /* An io_uring path operation between its submission and its completion (bpf/io.bpf.c) */
 struct uring_path {
 	__u64 submitted_ns; /* CLOCK_MONOTONIC */
+	/* the request's ring, user data and opcode: the same request at its completion */
+	__u64 ctx;
+	__u64 user_data;
+	__u32 opcode;
 	__u32 at; /* where its mount is found: enum path_at in bpf/io.bpf.c */
 	__u32 op; /* enum io_op */
+	__u32 pad;
 	struct io_path_event e;
 };
 

@@ -94,21 +94,40 @@ static bool bpf_stats_enabled(void)
 	return c == '1';
 }
 
+/* t (a struct or union) has member, also inside its anonymous structs and unions */
+static bool members_have(const struct btf *btf, const struct btf_type *t, const char *member,
+			 int depth)
+{
+	const struct btf_member *m = btf_members(t);
+	const struct btf_type *inner;
+	const char *name;
+
+	for (int i = 0; i < btf_vlen(t); i++) {
+		name = btf__name_by_offset(btf, m[i].name_off);
+		if (name && !strcmp(name, member))
+			return true;
+		if (name && *name)
+			continue;
+		inner = btf__type_by_id(btf, m[i].type);
+		if (depth < 4 && inner && (btf_is_struct(inner) || btf_is_union(inner)) &&
+		    members_have(btf, inner, member, depth + 1))
+			return true;
+	}
+	return false;
+}
+
 bool btf_struct_has(const char *type, const char *member)
 {
 	struct btf *btf = btf__load_vmlinux_btf();
 	const struct btf_type *t;
-	const struct btf_member *m;
-	bool has = false;
+	bool has;
 	int id;
 
 	if (!btf)
 		return false;
 	id = btf__find_by_name_kind(btf, type, BTF_KIND_STRUCT);
 	t = id > 0 ? btf__type_by_id(btf, id) : NULL;
-	m = t ? btf_members(t) : NULL;
-	for (int i = 0; m && i < btf_vlen(t) && !has; i++)
-		has = !strcmp(btf__name_by_offset(btf, m[i].name_off), member);
+	has = t && members_have(btf, t, member, 0);
 	btf__free(btf);
 	return has;
 }

@@ -43,7 +43,8 @@ bool tracepoint_exists(const char *category, const char *event);
  * raw_tp program, or -ENOENT when the kernel's BTF has no such tracepoint.
  */
 int tracepoint_btf_args(const char *event);
-/* Whether the kernel's struct <type> has a member <member> (its BTF says). */
+/* Whether the kernel's struct <type> has a member <member> (its BTF says), also inside its
+ * anonymous structs and unions (io_kiocb.cmd is in one). */
 bool btf_struct_has(const char *type, const char *member);
 /* Whether argument i (from 0, after __data) of tp_btf tracepoint event is a pointer. */
 bool tracepoint_btf_arg_is_ptr(const char *event, int i);

@@ -428,25 +428,32 @@ static struct io_entry **entry_list(struct io_state *s, size_t *n)
 static void uring_paths_prune(struct io_state *s)
 {
 	int fd = bpf_map__fd(s->skel->maps.uring_paths);
-	uint64_t key, next, *prev = NULL, now = monotonic_ns(), n = 0;
+	uint64_t key, next, now = monotonic_ns(), n = 0;
 	struct uring_path *p = malloc(sizeof(*p));
+	bool more;
 
 	if (!p)
 		return;
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
+	/*
+	 * The next key is taken before this one may be deleted: a hash walk from a key no longer
+	 * there starts again from the first. One that completed meanwhile does that too, so the
+	 * walk is bounded; the count is the entries seen, as of this walk.
+	 */
+	more = !bpf_map_get_next_key(fd, NULL, &key);
+	for (int i = 0; more && i < 2 * URING_PATHS_MAX; i++) {
+		more = !bpf_map_get_next_key(fd, &key, &next);
+		if (!bpf_map_lookup_elem(fd, &key, p)) {
+			if (now > p->submitted_ns &&
+			    now - p->submitted_ns > URING_PATH_STALE_S * 1000000000ull &&
+			    !bpf_map_delete_elem(fd, &key))
+				s->uring_paths_stale++;
+			else
+				n++;
+		}
 		key = next;
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, p))
-			continue; /* completed meanwhile */
-		if (now > p->submitted_ns &&
-		    now - p->submitted_ns > URING_PATH_STALE_S * 1000000000ull &&
-		    !bpf_map_delete_elem(fd, &key))
-			s->uring_paths_stale++;
-		else
-			n++;
 	}
 	free(p);
-	s->uring_paths = n;
+	s->uring_paths = n < URING_PATHS_MAX ? n : URING_PATHS_MAX;
 }
 
 static int io_tick(struct plumb_module *m)
@@ -750,11 +757,11 @@ static int io_collect(struct plumb_module *m, struct prom_writer *w)
 static void io_health(struct plumb_module *m, struct module_health *h)
 {
 	struct io_state *s = m->priv;
-	static const char *const reasons[IO_LOST_REASONS] = { "stats_map_full", "ringbuf_full",
-							      "args_unknown",	"aio_unreadable",
-							      "aio_fd_closed",	"uring_no_file",
-							      "aio_batch_cap",	"uring_overflow",
-							      "uring_path_full" };
+	static const char *const reasons[IO_LOST_REASONS] = {
+		"stats_map_full",  "ringbuf_full",     "args_unknown",	"aio_unreadable",
+		"aio_fd_closed",   "uring_no_file",    "aio_batch_cap", "uring_overflow",
+		"uring_path_full", "uring_path_stale",
+	};
 	uint64_t lost[IO_LOST_REASONS];
 	struct cgroup_cache_stats cg;
 	struct mount_cache_stats mnt;
@@ -769,6 +776,8 @@ static void io_health(struct plumb_module *m, struct module_health *h)
 	h->maps[h->nmaps].entries = s->nentries;
 	h->maps[h->nmaps++].capacity = 2 * (uint64_t)s->capacity;
 	h->nlost = 0;
+	/* stale entries: replaced in the kernel, or dropped here after URING_PATH_STALE_S */
+	lost[IO_LOST_URING_PATH_STALE] += m->maps_only ? 0 : s->uring_paths_stale;
 	for (int r = 0; r < IO_LOST_REASONS; r++) {
 		h->lost[h->nlost].reason = reasons[r];
 		h->lost[h->nlost++].count = lost[r];
@@ -776,8 +785,6 @@ static void io_health(struct plumb_module *m, struct module_health *h)
 	h->maps[h->nmaps].name = "uring_paths";
 	h->maps[h->nmaps].entries = s->uring_paths;
 	h->maps[h->nmaps++].capacity = URING_PATHS_MAX;
-	h->lost[h->nlost].reason = "uring_path_stale";
-	h->lost[h->nlost++].count = m->maps_only ? 0 : s->uring_paths_stale;
 	h->lost[h->nlost].reason = "path_unresolved";
 	h->lost[h->nlost++].count = m->maps_only ? 0 : s->unresolved_paths;
 	h->lost[h->nlost].reason = "entries_full";
@@ -903,7 +910,7 @@ static int io_choose(struct plumb_module *m, struct io_state *s, const struct pl
 	 * had user_data there), the request holding its result in cqe
 	 */
 	uring = kernel_has(FEAT_TP_BTF) && tracepoint_btf_arg_is_ptr("io_uring_complete", 1) &&
-		btf_struct_has("io_kiocb", "cqe");
+		btf_struct_has("io_kiocb", "cqe") && btf_struct_has("io_kiocb", "cmd");
 	/* test-only: a required tracepoint that no kernel has */
 	if (test_tp && *test_tp) {
 		char point[64];

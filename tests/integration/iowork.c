@@ -65,7 +65,9 @@
  *                            -EEXIST), RENAMEAT B/u-f to B/u-g, UNLINKAT u-g from B, UNLINKAT
  *                            nested/u-d from A and u-e from B (AT_REMOVEDIR), OPENAT
  *                            A/nested/u-x O_CREAT into a fixed-file slot (created, no fd);
- *                            then unlink(2) A/nested/u-x
+ *                            then unlink(2) A/nested/u-x; then MKDIRAT u-skip from B with
+ *                            IOSQE_CQE_SKIP_SUCCESS (no completion) and UNLINKAT of an
+ *                            unreadable path (-EFAULT), and rmdir(2) B/u-skip
  *   uringoverflow:PATH       24 io_uring reads of 1000 bytes of PATH, 16 of whose completions
  *                            overflow the ring before they are reaped
  *   sendfile:SRC:DST:CHUNK   copy all of SRC to DST (created) by sendfile() of CHUNK a call;
@@ -634,6 +636,42 @@ static void uring_expect(struct uring *r, const struct io_uring_sqe *q, int want
 }
 
 /*
+ * A request that posts no completion, then one that fails before it is prepared, on the
+ * same ring: the second likely reuses the first's memory. MKDIRAT u-skip from B's fd with
+ * IOSQE_CQE_SKIP_SUCCESS (waited for until the directory exists and a little longer), then
+ * UNLINKAT with an unreadable path (-EFAULT); then rmdir(2) B/u-skip.
+ */
+static void uring_stale(struct uring *r, const char *b, int db)
+{
+	static const char *const op = "uringpaths";
+	struct timespec nap = { 0, 1000000 };
+	unsigned int tail = *r->sq_tail, idx = tail & *r->sq_mask;
+	struct io_uring_sqe q;
+	struct stat st;
+	char d[4096];
+	int i;
+
+	snprintf(d, sizeof(d), "%s/u-skip", b);
+	sqe_path(&r->sqes[idx], IORING_OP_MKDIRAT, db, "u-skip");
+	r->sqes[idx].len = 0755;
+	r->sqes[idx].flags = IOSQE_CQE_SKIP_SUCCESS;
+	r->sq_array[idx] = idx;
+	__atomic_store_n(r->sq_tail, tail + 1, __ATOMIC_RELEASE);
+	if (syscall(SYS_io_uring_enter, r->fd, 1, 0, 0, NULL, 0) != 1)
+		die(op, "io_uring_enter");
+	for (i = 0; i < 5000 && stat(d, &st); i++)
+		nanosleep(&nap, NULL);
+	if (i == 5000)
+		die(op, "the skipped MKDIRAT made nothing in 5 s");
+	nanosleep(&nap, NULL);
+	sqe_path(&q, IORING_OP_UNLINKAT, db, NULL);
+	q.addr = 1; /* unreadable */
+	uring_expect(r, &q, -EFAULT, op);
+	if (rmdir(d))
+		die(op, d);
+}
+
+/*
  * uringpaths:A:B: io_uring's path operations, each checked for its result (see the usage);
  * A/nested must be a mount point, B another mount's directory
  */
@@ -693,10 +731,11 @@ static void uring_paths(const char *a, const char *b)
 	uring_expect(&r, &q, 0, op);
 	if (unlink(x))
 		die(op, x);
+	uring_stale(&r, b, db);
 	close(r.fd);
 	close(da);
 	close(db);
-	printf("%s: 11 requests\n", op);
+	printf("%s: 13 requests\n", op);
 }
 
 /*

@@ -807,29 +807,40 @@ def test_uring_path_ops(world, agent, cleanup):
     """io_uring's path operations (OPENAT, OPENAT2, MKDIRAT, UNLINKAT, RENAMEAT) counted as
     their syscalls are: each on the mount it touched, from a dirfd into a nested mount too,
     its errors as errors; an open that made a file a create, one into a fixed-file slot an
-    open; nothing on mount none, none dropped, none left in flight in uring_paths."""
+    open; none dropped. A request that posts no completion (IOSQE_CQE_SKIP_SUCCESS) is not
+    counted and leaves its entry, which the next request at its address, one failing before
+    its path was read, must not take for its own: that one is an unlink error on mount none,
+    and the entry is counted stale then, or is left in uring_paths if the address was not
+    reused (io_uring's own choice)."""
     cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/uringpaths")
     t, n, e = world.tmpfs, world.nested, world.ext4
-    full0 = value(agent.metrics(), "plumb_events_lost_total", module="io",
-                  reason="uring_path_full")
+    m = agent.metrics()
+    full0, stale0 = (value(m, "plumb_events_lost_total", module="io", reason=r)
+                     for r in ("uring_path_full", "uring_path_stale"))
+    left0 = value(m, "plumb_map_entries", module="io", map="uring_paths")
     out = iowork(cg, f"uringpaths:{t}:{e}")
-    assert out.strip() == "uringpaths: 11 requests", out
+    assert out.strip() == "uringpaths: 13 requests", out
     exp = Expect()
     for mnt, k, c in ((t, "op_open", 1), (e, "op_open", 2), (e, "op_create", 1),
                       (n, "operr_open", 1), (n, "op_mkdir", 1), (e, "op_mkdir", 1),
                       (e, "operr_mkdir", 1), (e, "op_rename", 1), (e, "op_unlink", 1),
-                      (n, "op_rmdir", 1), (e, "op_rmdir", 1), (n, "op_open", 1),
-                      (n, "op_unlink", 1), ("none", "op_open", 0)):
+                      (n, "op_rmdir", 1), (e, "op_rmdir", 2), (n, "op_open", 1),
+                      (n, "op_unlink", 1), ("none", "operr_unlink", 1)):
         exp.add(label, mnt, k, c)
     fst = dict(world.fstypes, none="none")
     m = settle(agent, lambda m: check_ok(exp, m, fst))
     exp.check(m, fst)
     full = value(m, "plumb_events_lost_total", module="io", reason="uring_path_full") - full0
     assert full == 0, f"{full:.0f} io_uring path operations found uring_paths full"
-    m = settle(agent, lambda m: value(m, "plumb_map_entries", module="io",
-                                      map="uring_paths") == 0)
-    left = value(m, "plumb_map_entries", module="io", map="uring_paths")
-    assert left == 0, f"{left:.0f} io_uring path operations left in uring_paths"
+
+    def stale_left(m):
+        return (value(m, "plumb_events_lost_total", module="io", reason="uring_path_stale")
+                - stale0, value(m, "plumb_map_entries", module="io", map="uring_paths") - left0)
+    m = settle(agent, lambda m: sum(stale_left(m)) == 1)
+    stale, left = stale_left(m)
+    assert (stale, left) in ((1, 0), (0, 1)), \
+        f"the skipped request's entry: {stale:.0f} counted stale, {left:.0f} left in uring_paths"
+    print(f"  the skipped request's entry: {'counted stale' if stale else 'left (not reused)'}")
 
 
 def test_new_mount(world, agent, cleanup):

@@ -421,7 +421,9 @@ def test_hidden_sleep(cleanup):
                     reason="switch_unseen")
     out, _ = p.communicate(timeout=60)
     assert p.returncode == 0, f"schedwork: exit {p.returncode}"
-    m = agent.metrics()  # the worker has exited: one scrape holds it whole
+    # its exit's switch, the one most sure to be counted unseen, may follow the first scrape
+    m = settle(agent, lambda m: value(m, "plumb_events_lost_total", module="sched",
+                                      reason="switch_unseen") > unseen0, timeout=5)
     unseen = value(m, "plumb_events_lost_total", module="sched", reason="switch_unseen")
     assert unseen > unseen0, "no switch unseen: nothing hidden"
     within(value(m, METRICS["sleep"], cgroup=cg), SLEEP_MS / 1000, 0.02, "sleep", after=AFTER)

@@ -9,15 +9,15 @@
  * The time the waiter was blocked is known within two bounds, both printed (sums over the
  * rounds, CLOCK_MONOTONIC):
  *   blocked  at least: each call's wall time less the waiter's time on a CPU and queued for
- *            one around it (/proc/thread-self/schedstat, read before and after). The clock
- *            is read after the first read and before the second: the time those reads take
- *            around their samples is not in the wall time then, and it is neither run nor
- *            queued time in the counts (a 6.12 guest, --migrate, the clock read before the
- *            first read: 57 ms from it to the block, 8 ms of it on a CPU by the counts, and a
- *            bound 47 ms above the wait its traced switches showed). The wall time alone also
- *            holds the run-queue delay after each wakeup, which an emulated guest stretches to
- *            tens of milliseconds, and a stall of the guest while the waiter ran counts as run
- *            time.
+ *            one around it (CLOCK_THREAD_CPUTIME_ID and /proc/thread-self/schedstat's run
+ *            delay, read before and after). The clock is read after the first read and
+ *            before the second: the time those reads take around their samples is not in the
+ *            wall time then, and it is neither run nor queued time in the counts (a 6.12
+ *            guest, --migrate, the clock read before the first read: 57 ms from it to the
+ *            block, 8 ms of it on a CPU by the counts, and a bound 47 ms above the wait its
+ *            traced switches showed). The wall time alone also holds the run-queue delay
+ *            after each wakeup, which an emulated guest stretches to tens of milliseconds,
+ *            and a stall of the guest while the waiter ran counts as run time.
  *            The bound is low when the kernel counts blocked time as run time: a wakeup that
  *            preempts a busy CPU (--miss) can start the waiter's run on an rq clock one tick
  *            old (3.5 ms of "run" inside a 30 ms wait that the release ended 0.05 ms before
@@ -146,15 +146,24 @@ static void pin(int n)
 }
 
 /* The calling thread's time on a CPU and queued for one so far (schedstat), ns. */
+/*
+ * The thread's run delay (schedstat's second field) and then its CPU time: from
+ * CLOCK_THREAD_CPUTIME_ID, which takes in the slice it is running, where schedstat's first
+ * field lags by up to a tick (the run since its last switch-in, which a lower bound read
+ * with it would count as blocked).
+ */
 static void schedstat(uint64_t *run, uint64_t *delay)
 {
 	unsigned long long r, d;
 	FILE *f = fopen("/proc/thread-self/schedstat", "re");
+	struct timespec ts;
 
 	if (!f || fscanf(f, "%llu %llu", &r, &d) != 2)
 		die("/proc/thread-self/schedstat");
 	fclose(f);
-	*run = r;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		die("CLOCK_THREAD_CPUTIME_ID");
+	*run = ts.tv_sec * 1000000000ull + ts.tv_nsec;
 	*delay = d;
 }
 
