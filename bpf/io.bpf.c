@@ -771,7 +771,6 @@ static __always_inline int lookup_start(struct task_struct *task, long dirfd, ch
 	return 0;
 }
 
-/* Counts an op on a mount (0: none); returns that key's counts, NULL when there are none. */
 /* Counts an op on a mount (0: none) for a cgroup; returns that key's counts, or NULL. */
 static __always_inline struct io_stats *count_op_for(__u64 cgroup_id, __u32 mnt_id, int op,
 						     long ret)
@@ -907,22 +906,28 @@ static __always_inline int path_op(long dirfd, const char *upath, int op, long r
 	return 0;
 }
 
+/*
+ * An open that made file (an fd's, a syscall's or an io_uring OPENAT's): a create when it
+ * made the file, else an open, on the file's mount; regular files, directories and block
+ * devices only.
+ */
+static __always_inline void count_opened(__u64 cgroup_id, struct file *file)
+{
+	__u32 type = file ? file_mode_type(file) : 0;
+
+	if (type != S_IFREG && type != S_IFDIR && type != S_IFBLK)
+		return;
+	count_op_for(cgroup_id, vfsmount_id(file_mnt(file)),
+		     BPF_CORE_READ(file, f_mode) & FMODE_CREATED ? IO_OP_CREATE : IO_OP_OPEN, 0);
+}
+
 static __always_inline int open_exit(struct syscall_exit_ctx *ctx, long dirfd, const char *upath)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct file *file;
-	__u32 type;
 
 	if (ctx->ret < 0)
 		return path_op(dirfd, upath, IO_OP_OPEN, ctx->ret);
-	file = fd_to_file(task, ctx->ret);
-	if (!file)
-		return 0;
-	type = file_mode_type(file);
-	if (type != S_IFREG && type != S_IFDIR && type != S_IFBLK)
-		return 0;
-	count_op(vfsmount_id(file_mnt(file)),
-		 BPF_CORE_READ(file, f_mode) & FMODE_CREATED ? IO_OP_CREATE : IO_OP_OPEN, 0);
+	count_opened(task_cgroup_id(task), fd_to_file(task, ctx->ret));
 	return 0;
 }
 
@@ -1186,9 +1191,6 @@ static __always_inline void uring_path_done(void *req, __u8 op, int res)
 	struct uring_path *p = bpf_map_lookup_elem(&uring_paths, &key);
 	struct io_kiocb *r = req;
 	__u64 cgroup_id;
-	struct file *file;
-	__u32 type;
-	int io_op;
 
 	if (p && (p->opcode != op || p->ctx != (__u64)BPF_CORE_READ(r, ctx) ||
 		  p->user_data != BPF_CORE_READ(r, cqe.user_data))) {
@@ -1205,11 +1207,7 @@ static __always_inline void uring_path_done(void *req, __u8 op, int res)
 	cgroup_id = p ? p->e.cgroup_id : bpf_get_current_cgroup_id();
 	if ((op == URING_OPENAT || op == URING_OPENAT2) && res >= 0 &&
 	    !BPF_CORE_READ(URING_CMD(req, io_open), file_slot)) {
-		file = fd_to_file(task, res);
-		type = file ? file_mode_type(file) : 0;
-		io_op = BPF_CORE_READ(file, f_mode) & FMODE_CREATED ? IO_OP_CREATE : IO_OP_OPEN;
-		if (type == S_IFREG || type == S_IFDIR || type == S_IFBLK)
-			count_op_for(cgroup_id, vfsmount_id(file_mnt(file)), io_op, 0);
+		count_opened(cgroup_id, fd_to_file(task, res));
 	} else if (p) {
 		path_done(&p->e, p->at, p->op, res);
 	} else {

@@ -429,11 +429,9 @@ static void uring_paths_prune(struct io_state *s)
 {
 	int fd = bpf_map__fd(s->skel->maps.uring_paths);
 	uint64_t key, next, now = monotonic_ns(), n = 0;
-	struct uring_path *p = malloc(sizeof(*p));
+	struct uring_path p;
 	bool more;
 
-	if (!p)
-		return;
 	/*
 	 * The next key is taken before this one may be deleted: a hash walk from a key no longer
 	 * there starts again from the first. One that completed meanwhile does that too, so the
@@ -442,9 +440,9 @@ static void uring_paths_prune(struct io_state *s)
 	more = !bpf_map_get_next_key(fd, NULL, &key);
 	for (int i = 0; more && i < 2 * URING_PATHS_MAX; i++) {
 		more = !bpf_map_get_next_key(fd, &key, &next);
-		if (!bpf_map_lookup_elem(fd, &key, p)) {
-			if (now > p->submitted_ns &&
-			    now - p->submitted_ns > URING_PATH_STALE_S * 1000000000ull &&
+		if (!bpf_map_lookup_elem(fd, &key, &p)) {
+			if (now > p.submitted_ns &&
+			    now - p.submitted_ns > URING_PATH_STALE_S * 1000000000ull &&
 			    !bpf_map_delete_elem(fd, &key))
 				s->uring_paths_stale++;
 			else
@@ -452,7 +450,6 @@ static void uring_paths_prune(struct io_state *s)
 		}
 		key = next;
 	}
-	free(p);
 	s->uring_paths = n < URING_PATHS_MAX ? n : URING_PATHS_MAX;
 }
 

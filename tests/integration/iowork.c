@@ -67,7 +67,9 @@
  *                            A/nested/u-x O_CREAT into a fixed-file slot (created, no fd);
  *                            then unlink(2) A/nested/u-x; then MKDIRAT u-skip from B with
  *                            IOSQE_CQE_SKIP_SUCCESS (no completion) and UNLINKAT of an
- *                            unreadable path (-EFAULT), and rmdir(2) B/u-skip
+ *                            unreadable path (-EFAULT), and rmdir(2) B/u-skip; then READ of
+ *                            fd 999 (-EBADF) and, linked after it, MKDIRAT u-never from B
+ *                            (-ECANCELED: never run)
  *   uringoverflow:PATH       24 io_uring reads of 1000 bytes of PATH, 16 of whose completions
  *                            overflow the ring before they are reaped
  *   sendfile:SRC:DST:CHUNK   copy all of SRC to DST (created) by sendfile() of CHUNK a call;
@@ -636,6 +638,53 @@ static void uring_expect(struct uring *r, const struct io_uring_sqe *q, int want
 }
 
 /*
+ * Two requests linked (IOSQE_IO_LINK), submitted at once: a READ of fd 999, not open, fails
+ * (-EBADF), so MKDIRAT u-never from B's fd, linked after it, is cancelled (-ECANCELED) and
+ * never runs (a failed MKDIRAT would not break the link: io_uring fails links on some
+ * operations' errors only).
+ */
+static void uring_cancelled(struct uring *r, int db)
+{
+	static const char *const op = "uringpaths";
+	unsigned int tail = *r->sq_tail, head;
+	static char byte;
+	int want[2] = { -EBADF, -ECANCELED }, got[2] = { 0, 0 };
+	struct io_uring_sqe *q;
+
+	for (int i = 0; i < 2; i++) {
+		unsigned int idx = (tail + i) & *r->sq_mask;
+
+		q = &r->sqes[idx];
+		if (i) {
+			sqe_path(q, IORING_OP_MKDIRAT, db, "u-never");
+			q->len = 0755;
+		} else {
+			sqe_path(q, IORING_OP_READ, 999, NULL);
+			q->addr = (uintptr_t)&byte;
+			q->len = 1;
+			q->flags = IOSQE_IO_LINK;
+		}
+		q->user_data = i;
+		r->sq_array[idx] = idx;
+	}
+	__atomic_store_n(r->sq_tail, tail + 2, __ATOMIC_RELEASE);
+	if (syscall(SYS_io_uring_enter, r->fd, 2, 2, IORING_ENTER_GETEVENTS, NULL, 0) != 2)
+		die(op, "io_uring_enter");
+	head = *r->cq_head;
+	for (int i = 0; i < 2 && head != __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE); i++) {
+		struct io_uring_cqe *c = &r->cqes[head++ & *r->cq_mask];
+
+		got[c->user_data & 1] = c->res;
+	}
+	__atomic_store_n(r->cq_head, head, __ATOMIC_RELEASE);
+	if (got[0] != want[0] || got[1] != want[1]) {
+		fprintf(stderr, "%s: a READ and a MKDIRAT linked returned %d, %d, not %d, %d\n", op,
+			got[0], got[1], want[0], want[1]);
+		exit(1);
+	}
+}
+
+/*
  * A request that posts no completion, then one that fails before it is prepared, on the
  * same ring: the second likely reuses the first's memory. MKDIRAT u-skip from B's fd with
  * IOSQE_CQE_SKIP_SUCCESS (waited for until the directory exists and a little longer), then
@@ -732,10 +781,11 @@ static void uring_paths(const char *a, const char *b)
 	if (unlink(x))
 		die(op, x);
 	uring_stale(&r, b, db);
+	uring_cancelled(&r, db);
 	close(r.fd);
 	close(da);
 	close(db);
-	printf("%s: 13 requests\n", op);
+	printf("%s: 15 requests\n", op);
 }
 
 /*
