@@ -69,6 +69,12 @@ def got(m, cg):
     return {k: value(m, name, cgroup=cg) for k, name in METRICS.items()}
 
 
+def sched_lost(m):
+    """The sched module's loss counts, by reason."""
+    return {dict(k[1])["reason"]: v for k, v in m.items()
+            if k[0] == "plumb_events_lost_total" and dict(k[1]).get("module") == "sched"}
+
+
 def test_accuracy(agent, cleanup):
     """Each kind of time, against the thread's own CPU clock and schedstat and known durations."""
     cg_dir, cg = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/sched")
@@ -441,6 +447,7 @@ def test_live(agent, cleanup):
     p = subprocess.Popen([SCHEDWORK, "--cgroup", cg_dir, f"spin:{spin_ms}", f"sleep:{sleep_ms}"],
                          stdout=subprocess.PIPE, text=True)
     cleanup.add(lambda: p.poll() is None and p.kill())
+    lost0 = sched_lost(agent.metrics())
     start, seen = time.monotonic(), []
     while p.poll() is None:
         seen.append((time.monotonic(), value(agent.metrics(), METRICS["sleep"], cgroup=cg)))
@@ -454,9 +461,15 @@ def test_live(agent, cleanup):
     assert spinning and asleep, f"too few reads: {len(seen)} in {end - start:.1f} s"
     print(f"  {len(spinning)} reads while it spun: sleep up to {max(spinning) * 1e3:.3f} ms")
     assert max(spinning) < 0.001, f"sleep {max(spinning):.4f} s while it spun"
+    m = agent.metrics()
+    g = got(m, cg)
+    # what a failure needs to be understood: every read (seconds before the exit was seen),
+    # the end, and the losses counted meanwhile
+    reads = " ".join(f"{t - end:+.2f}:{v:.4f}" for t, v in seen)
+    lost = {k: v - lost0.get(k, 0) for k, v in sched_lost(m).items() if v > lost0.get(k, 0)}
     assert any(0.1 < v < 0.9 * sleep_ms / 1000 for v in asleep), \
-        f"sleep not growing while it slept: {asleep}"
-    g = got(agent.metrics(), cg)
+        f"sleep not growing while it slept: reads {reads}; at the end {g['sleep']:.4f} s; " \
+        f"lost meanwhile {lost}"
     within(g["sleep"], sleep_ms / 1000, 0.02, f"sleep after {len(seen)} reads")
     within(g["run"], w["run"], 0.02, "run", after=AFTER, before=w["run0"])
 
