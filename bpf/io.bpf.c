@@ -1176,8 +1176,9 @@ int BPF_PROG(uring_sub_sqe, struct io_kiocb *req)
 
 /*
  * A path operation's completion: an OPENAT that made an fd on its file (as open_exit; one
- * into a fixed-file slot has no fd: by its path, as an open), anything else where its
- * submission found (path_done), for the submitter's cgroup. No entry (a request submitted
+ * into a fixed-file slot has no fd, and one completed by a thread whose table does not hold
+ * the fd, a kworker's fallback as the process exits: by its path, as an open), anything else
+ * where its submission found (path_done), for the submitter's cgroup. No entry (a request submitted
  * before the programs were attached, one whose preparation failed, so that it has no path,
  * e.g. an unreadable one, or one the table had no room for): an error, or an op, on mount
  * none. The entry at the request's address must be this request's (ring, user data,
@@ -1190,6 +1191,7 @@ static __always_inline void uring_path_done(void *req, __u8 op, int res)
 	__u64 key = (__u64)req;
 	struct uring_path *p = bpf_map_lookup_elem(&uring_paths, &key);
 	struct io_kiocb *r = req;
+	struct file *file = NULL;
 	__u64 cgroup_id;
 
 	if (p && (p->opcode != op || p->ctx != (__u64)BPF_CORE_READ(r, ctx) ||
@@ -1206,8 +1208,10 @@ static __always_inline void uring_path_done(void *req, __u8 op, int res)
 	/* a helper, not task_cgroup_id(): its loads and the map value's would share insns */
 	cgroup_id = p ? p->e.cgroup_id : bpf_get_current_cgroup_id();
 	if ((op == URING_OPENAT || op == URING_OPENAT2) && res >= 0 &&
-	    !BPF_CORE_READ(URING_CMD(req, io_open), file_slot)) {
-		count_opened(cgroup_id, fd_to_file(task, res));
+	    !BPF_CORE_READ(URING_CMD(req, io_open), file_slot))
+		file = fd_to_file(task, res);
+	if (file) {
+		count_opened(cgroup_id, file);
 	} else if (p) {
 		path_done(&p->e, p->at, p->op, res);
 	} else {

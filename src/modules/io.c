@@ -99,6 +99,7 @@ struct io_state {
 	/* io_uring path operations in flight (uring_paths) at the last check, and those
 	 * dropped as stale there */
 	uint64_t uring_paths, uring_paths_stale;
+	uint64_t uring_stale_ns; /* how old an entry is dropped at (URING_PATH_STALE_S) */
 	struct adopt adopt; /* --pin: the maps and links over a restart */
 	/* latency sampled by time: the read/write enter programs attached for window_ns of
 	 * every period_ns (src/window.h); NULL when every call is timed or latency is off */
@@ -422,7 +423,7 @@ static struct io_entry **entry_list(struct io_state *s, size_t *n)
  * uring_paths: their completion was not posted (IOSQE_CQE_SKIP_SUCCESS, a ring torn down
  * first) or not traced (an overflowed one), or they still wait (an open of a FIFO nobody
  * writes to): dropped, counted as uring_path_stale, so that the table does not fill with
- * them. Counts what is left.
+ * them. Counts what is left. Tests only: PLUMB_TEST_URING_STALE_S sets another age.
  */
 #define URING_PATH_STALE_S 300
 static void uring_paths_prune(struct io_state *s)
@@ -441,8 +442,7 @@ static void uring_paths_prune(struct io_state *s)
 	for (int i = 0; more && i < 2 * URING_PATHS_MAX; i++) {
 		more = !bpf_map_get_next_key(fd, &key, &next);
 		if (!bpf_map_lookup_elem(fd, &key, &p)) {
-			if (now > p.submitted_ns &&
-			    now - p.submitted_ns > URING_PATH_STALE_S * 1000000000ull &&
+			if (now > p.submitted_ns && now - p.submitted_ns > s->uring_stale_ns &&
 			    !bpf_map_delete_elem(fd, &key))
 				s->uring_paths_stale++;
 			else
@@ -1083,6 +1083,10 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 	m->priv = s;
 	s->grace_s = cfg->cgroup_grace_s;
 	s->capacity = cfg->io_capacity;
+	s->uring_stale_ns = URING_PATH_STALE_S * 1000000000ull;
+	if (getenv("PLUMB_TEST_URING_STALE_S"))
+		s->uring_stale_ns =
+			strtoull(getenv("PLUMB_TEST_URING_STALE_S"), NULL, 10) * 1000000000ull;
 	s->ncpus = libbpf_num_possible_cpus();
 	if (s->ncpus <= 0) {
 		err = s->ncpus ? s->ncpus : -EINVAL;

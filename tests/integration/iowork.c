@@ -70,6 +70,8 @@
  *                            unreadable path (-EFAULT), and rmdir(2) B/u-skip; then READ of
  *                            fd 999 (-EBADF) and, linked after it, MKDIRAT u-never from B
  *                            (-ECANCELED: never run)
+ *   uringskip:B              MKDIRAT u-skip from B with IOSQE_CQE_SKIP_SUCCESS (no
+ *                            completion) on a ring of its own, then rmdir(2) B/u-skip
  *   uringoverflow:PATH       24 io_uring reads of 1000 bytes of PATH, 16 of whose completions
  *                            overflow the ring before they are reaped
  *   sendfile:SRC:DST:CHUNK   copy all of SRC to DST (created) by sendfile() of CHUNK a call;
@@ -685,22 +687,19 @@ static void uring_cancelled(struct uring *r, int db)
 }
 
 /*
- * A request that posts no completion, then one that fails before it is prepared, on the
- * same ring: the second likely reuses the first's memory. MKDIRAT u-skip from B's fd with
- * IOSQE_CQE_SKIP_SUCCESS (waited for until the directory exists and a little longer), then
- * UNLINKAT with an unreadable path (-EFAULT); then rmdir(2) B/u-skip.
+ * A request that posts no completion: MKDIRAT u-skip from B's fd (db) with
+ * IOSQE_CQE_SKIP_SUCCESS, waited for until the directory exists and a little longer. Its
+ * path, B/u-skip, into d.
  */
-static void uring_stale(struct uring *r, const char *b, int db)
+static void uring_skipped(struct uring *r, const char *b, int db, const char *op, char *d,
+			  size_t size)
 {
-	static const char *const op = "uringpaths";
 	struct timespec nap = { 0, 1000000 };
 	unsigned int tail = *r->sq_tail, idx = tail & *r->sq_mask;
-	struct io_uring_sqe q;
 	struct stat st;
-	char d[4096];
 	int i;
 
-	snprintf(d, sizeof(d), "%s/u-skip", b);
+	snprintf(d, size, "%s/u-skip", b);
 	sqe_path(&r->sqes[idx], IORING_OP_MKDIRAT, db, "u-skip");
 	r->sqes[idx].len = 0755;
 	r->sqes[idx].flags = IOSQE_CQE_SKIP_SUCCESS;
@@ -713,6 +712,21 @@ static void uring_stale(struct uring *r, const char *b, int db)
 	if (i == 5000)
 		die(op, "the skipped MKDIRAT made nothing in 5 s");
 	nanosleep(&nap, NULL);
+}
+
+/*
+ * A request that posts no completion, then one that fails before it is prepared, on the
+ * same ring: the second likely reuses the first's memory. MKDIRAT u-skip from B's fd with
+ * IOSQE_CQE_SKIP_SUCCESS (uring_skipped), then UNLINKAT with an unreadable path (-EFAULT);
+ * then rmdir(2) B/u-skip.
+ */
+static void uring_stale(struct uring *r, const char *b, int db)
+{
+	static const char *const op = "uringpaths";
+	struct io_uring_sqe q;
+	char d[4096];
+
+	uring_skipped(r, b, db, op, d, sizeof(d));
 	sqe_path(&q, IORING_OP_UNLINKAT, db, NULL);
 	q.addr = 1; /* unreadable */
 	uring_expect(r, &q, -EFAULT, op);
@@ -786,6 +800,28 @@ static void uring_paths(const char *a, const char *b)
 	close(da);
 	close(db);
 	printf("%s: 15 requests\n", op);
+}
+
+/*
+ * uringskip:B: one request that posts no completion (uring_skipped), alone on its ring; then
+ * rmdir(2) B/u-skip, and the ring closed
+ */
+static void uring_skip(const char *b)
+{
+	static const char *const op = "uringskip";
+	int db = open(b, O_RDONLY | O_DIRECTORY);
+	struct uring r;
+	char d[4096];
+
+	if (db < 0)
+		die(op, b);
+	uring_open(&r, op, 4);
+	uring_skipped(&r, b, db, op, d, sizeof(d));
+	if (rmdir(d))
+		die(op, d);
+	close(r.fd);
+	close(db);
+	printf("%s: 1 request\n", op);
 }
 
 /*
@@ -1017,6 +1053,8 @@ static void run(char *spec)
 		aio_drops(f[1]);
 	} else if (!strcmp(f[0], "uringfsync") && nf == 3) {
 		uring_fsync(f[1], num(f[2], f[0]));
+	} else if (!strcmp(f[0], "uringskip") && nf == 2) {
+		uring_skip(f[1]);
 	} else if (!strcmp(f[0], "uringpaths") && nf == 3) {
 		uring_paths(f[1], f[2]);
 	} else if (!strcmp(f[0], "uringoverflow") && nf == 2) {

@@ -25,6 +25,9 @@ from lib import (EMULATED, Agent, Cleanup, IOWORK, PLUMB, Runner,  # noqa: E402
 
 DIRS = ("read", "write")
 OPS = ("open", "create", "mkdir", "unlink", "rmdir", "fsync", "rename")
+# The age at which the agent drops an io_uring path operation's entry as stale (300 s by
+# default), set for this file's agent by PLUMB_TEST_URING_STALE_S
+URING_STALE_S = 2
 
 
 class Expect:
@@ -811,8 +814,8 @@ def test_uring_path_ops(world, agent, cleanup):
     counted and leaves its entry, which the next request at its address, one failing before
     its path was read, must not take for its own: that one is an unlink error on mount none,
     and the entry is counted stale then, or is left in uring_paths if the address was not
-    reused (io_uring's own choice). A request cancelled before it ran (a failed link's next)
-    is not counted."""
+    reused (io_uring's own choice) until the agent drops it as stale (2 s here). A request
+    cancelled before it ran (a failed link's next) is not counted."""
     cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/uringpaths")
     t, n, e = world.tmpfs, world.nested, world.ext4
     m = agent.metrics()
@@ -843,6 +846,32 @@ def test_uring_path_ops(world, agent, cleanup):
     assert (stale, left) in ((1, 0), (0, 1)), \
         f"the skipped request's entry: {stale:.0f} counted stale, {left:.0f} left in uring_paths"
     print(f"  the skipped request's entry: {'counted stale' if stale else 'left (not reused)'}")
+
+
+def test_uring_path_prune(world, agent, cleanup):
+    """An io_uring path operation's entry whose completion never comes (IOSQE_CQE_SKIP_SUCCESS,
+    its ring then closed) stays in uring_paths until the agent drops it, no sooner than the
+    stale age (URING_STALE_S here; 300 s by default), counted as uring_path_stale; the
+    operation is not counted."""
+    cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/uringskip")
+
+    def stale_left(m):
+        return (value(m, "plumb_events_lost_total", module="io", reason="uring_path_stale"),
+                value(m, "plumb_map_entries", module="io", map="uring_paths"))
+    # an entry an earlier test left goes first
+    m = settle(agent, lambda m: stale_left(m)[1] == 0, timeout=3 * URING_STALE_S)
+    stale0, _ = stale_left(m)
+    t0 = time.monotonic()
+    assert iowork(cg, f"uringskip:{world.ext4}").strip() == "uringskip: 1 request"
+    m = settle(agent, lambda m: stale_left(m) == (stale0, 1), timeout=URING_STALE_S)
+    assert stale_left(m) == (stale0, 1), f"no entry left: {stale_left(m)} after {stale0:.0f}"
+    m = settle(agent, lambda m: stale_left(m)[1] == 0, timeout=3 * URING_STALE_S)
+    took = time.monotonic() - t0
+    assert stale_left(m) == (stale0 + 1, 0), \
+        f"(stale, left) {stale_left(m)} after {stale0:.0f} stale, {took:.1f} s on"
+    assert took >= URING_STALE_S, f"dropped after {took:.2f} s, before {URING_STALE_S} s"
+    mkdirs = sum(select(m, "plumb_io_ops_total", cgroup=label, op="mkdir").values())
+    assert mkdirs == 0, f"the skipped MKDIRAT was counted: {mkdirs:.0f}"
 
 
 def test_new_mount(world, agent, cleanup):
@@ -1188,7 +1217,11 @@ def main():
     cleanup = Cleanup()
     try:
         world = World(cleanup)
-        agent = Agent(cleanup, "--cgroup-grace", "3s", "--io-latency-sample", "1")
+        os.environ["PLUMB_TEST_URING_STALE_S"] = str(URING_STALE_S)
+        try:
+            agent = Agent(cleanup, "--cgroup-grace", "3s", "--io-latency-sample", "1")
+        finally:
+            del os.environ["PLUMB_TEST_URING_STALE_S"]
         for name, fn in (("io: exact bytes and calls per cgroup and mount", test_rw_exact),
                          ("io: errors counted on the right mount", test_errors),
                          ("io: AIO and io_uring exact at completion", test_async_exact),
@@ -1216,6 +1249,8 @@ def main():
                          ("io: fsync and rename on the mount they touched", test_fsync_rename),
                          ("io: io_uring's path operations on the mount they touched",
                           test_uring_path_ops),
+                         ("io: an io_uring path operation never completed, dropped stale",
+                          test_uring_path_prune),
                          ("io: a mount made after the agent started", test_new_mount),
                          ("io: removed cgroup kept for the grace period", test_cgroup_grace),
                          ("io: plumb io --json", test_io_view_json),
