@@ -475,7 +475,7 @@ def test_errors():
         "kernel's task iterator shows no live thread of it (a zombie, or pids of another " \
         "pid namespace)", (r.returncode, r.stderr)
     # a write that fails at the end (a full disk): the report is printed all the same, exit 1
-    SHORT = ("--duration", "3s", "--interval", "500ms", "--baseline-duration", "1500ms")
+    SHORT = ("--duration", "1200ms", "--interval", "200ms", "--baseline-duration", "600ms")
     r = subprocess.run([PLUMB, "diagnose", "--pid", str(os.getpid()), *SHORT, "--record",
                         "/dev/full", "--json"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and r.stderr.strip() == "plumb diagnose: cannot write --record " \
