@@ -714,7 +714,13 @@ static __always_inline void switch_in(struct task_struct *next)
  * and, when it has been on a CPU since and that switch-in closed nothing, the enqueue that
  * episode_recover will find. Counted up to now, such an episode grew for as long as the
  * thread ran on, and user space keeps the highest count it read (a 6.18 CI run: a 0.1 s
- * pipe wait read as 0.7156 s while the thread spun). Never past now.
+ * pipe wait read as 0.7156 s while the thread spun). Never past now. The enqueue
+ * (last_queued) is its wakeup's only once the thread is running again (state 0): Debian's
+ * 6.12 stamps a sleeper that is moved to another CPU while its dequeue is delayed (EEVDF's
+ * DELAY_DEQUEUE) and never clears the stamp, so its wakeup keeps it (tests/vm/
+ * delayed-dequeue.py: the whole of 9 of 30 sleeps of 0.3 s in the kernel's run delay; none
+ * on 6.1 or 6.18). Read as the wakeup, that stamp stopped a sleep's reads where it was
+ * moved (a 6.12 CI run: 0.00084 s through 7 reads of a 1.5 s sleep).
  */
 static __always_inline __u64 open_end(struct task_struct *task, struct sched_thread *t, __u64 off,
 				      __u64 now)
@@ -727,7 +733,7 @@ static __always_inline __u64 open_end(struct task_struct *task, struct sched_thr
 		queued = BPF_CORE_READ(task, sched_info.last_queued);
 		if (BPF_CORE_READ(task, sched_info.pcount) != t->off_pcount)
 			end = episode_woke(task, t, off);
-		else if (queued)
+		else if (queued && !task_state(task)) /* woken; asleep: stale (above) */
 			end = wake_enqueue(queued, BPF_CORE_READ(task, sched_info.run_delay), t,
 					   off);
 	}
@@ -765,7 +771,7 @@ static __always_inline bool remainder_when(struct task_struct *task, __u64 now, 
 	if (final)
 		return true;
 	*when = BPF_CORE_READ(task, sched_info.last_queued); /* read before on_cpu */
-	if (*when)
+	if (*when && !task_state(task)) /* woken, waiting; asleep: stale (open_end) */
 		return true;
 	*when = now;
 	if (!BPF_CORE_READ(task, on_cpu))
