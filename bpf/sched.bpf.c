@@ -718,8 +718,8 @@ static __always_inline void switch_in(struct task_struct *next)
  * (last_queued) is its wakeup's only once the thread is running again (state 0): Debian's
  * 6.12 stamps a sleeper that is moved to another CPU while its dequeue is delayed (EEVDF's
  * DELAY_DEQUEUE) and never clears the stamp, so its wakeup keeps it (tests/vm/
- * delayed-dequeue.py: the whole of 9 of 30 sleeps of 0.3 s in the kernel's run delay; none
- * on 6.1 or 6.18). Read as the wakeup, that stamp stopped a sleep's reads where it was
+ * delayed-dequeue.py: the whole of 3 and 9 of 30 sleeps of 0.3 s, two runs, in the kernel's
+ * run delay; none on 6.1 or 6.18). Read as the wakeup, that stamp stopped a sleep's reads where it was
  * moved (a 6.12 CI run: 0.00084 s through 7 reads of a 1.5 s sleep).
  */
 static __always_inline __u64 open_end(struct task_struct *task, struct sched_thread *t, __u64 off,

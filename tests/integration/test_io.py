@@ -806,6 +806,12 @@ def test_fsync_rename(world, agent, cleanup):
     assert timed == {e: 4, n: 0, "none": 3}, f"fsyncs timed per mount: {timed}"
 
 
+def uring_stale_left(m):
+    """io_uring path operations counted stale, and those in uring_paths now."""
+    return (value(m, "plumb_events_lost_total", module="io", reason="uring_path_stale"),
+            value(m, "plumb_map_entries", module="io", map="uring_paths"))
+
+
 def test_uring_path_ops(world, agent, cleanup):
     """io_uring's path operations (OPENAT, OPENAT2, MKDIRAT, UNLINKAT, RENAMEAT) counted as
     their syscalls are: each on the mount it touched, from a dirfd into a nested mount too,
@@ -819,9 +825,8 @@ def test_uring_path_ops(world, agent, cleanup):
     cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/uringpaths")
     t, n, e = world.tmpfs, world.nested, world.ext4
     m = agent.metrics()
-    full0, stale0 = (value(m, "plumb_events_lost_total", module="io", reason=r)
-                     for r in ("uring_path_full", "uring_path_stale"))
-    left0 = value(m, "plumb_map_entries", module="io", map="uring_paths")
+    full0 = value(m, "plumb_events_lost_total", module="io", reason="uring_path_full")
+    stale0, left0 = uring_stale_left(m)
     out = iowork(cg, f"uringpaths:{t}:{e}")
     assert out.strip() == "uringpaths: 15 requests", out
     exp = Expect()
@@ -839,8 +844,8 @@ def test_uring_path_ops(world, agent, cleanup):
     assert full == 0, f"{full:.0f} io_uring path operations found uring_paths full"
 
     def stale_left(m):
-        return (value(m, "plumb_events_lost_total", module="io", reason="uring_path_stale")
-                - stale0, value(m, "plumb_map_entries", module="io", map="uring_paths") - left0)
+        stale, left = uring_stale_left(m)
+        return stale - stale0, left - left0
     m = settle(agent, lambda m: sum(stale_left(m)) == 1)
     stale, left = stale_left(m)
     assert (stale, left) in ((1, 0), (0, 1)), \
@@ -854,10 +859,7 @@ def test_uring_path_prune(world, agent, cleanup):
     stale age (URING_STALE_S here; 300 s by default), counted as uring_path_stale; the
     operation is not counted."""
     cg, label = make_cgroup(cleanup, f"plumb-it-{os.getpid()}/uringskip")
-
-    def stale_left(m):
-        return (value(m, "plumb_events_lost_total", module="io", reason="uring_path_stale"),
-                value(m, "plumb_map_entries", module="io", map="uring_paths"))
+    stale_left = uring_stale_left
     # an entry an earlier test left goes first
     m = settle(agent, lambda m: stale_left(m)[1] == 0, timeout=3 * URING_STALE_S)
     stale0, _ = stale_left(m)

@@ -145,7 +145,6 @@ static void pin(int n)
 		die("sched_setaffinity");
 }
 
-/* The calling thread's time on a CPU and queued for one so far (schedstat), ns. */
 /*
  * The thread's run delay (schedstat's second field) and then its CPU time: from
  * CLOCK_THREAD_CPUTIME_ID, which takes in the slice it is running, where schedstat's first
