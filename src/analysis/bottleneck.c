@@ -17,6 +17,7 @@ const struct bn_config bn_default_config = {
 	.min_sigmas = 4,
 	.min_spread = 0.25,
 	.min_mean_spread = 0.75,
+	.settle = 1,
 };
 
 double bn_hist_total(const struct bn_hist *h)
@@ -187,17 +188,19 @@ static void spread_learn(double lr, double alpha, double *mu, double *var, doubl
 	*n = fmin(*n + 1, 1 / alpha);
 }
 
-static void learn(struct bn_component *c, const struct bn_hist *cur, double n,
-		  const struct bn_config *cfg)
+static void learn(struct bn_component *c, const struct bn_pending *e, const struct bn_config *cfg)
 {
+	const struct bn_hist *cur = &e->cur;
+	double n = e->n;
+
 	if (!c->ready) {
 		double mu, var, k, mmu, mvar, mk, base_p50;
 
 		for (int b = 0; b < NETSTACK_BUCKETS; b++)
 			c->warm.count[b] += cur->count[b];
 		c->warm.sum_ns += cur->sum_ns;
-		c->warm_l[c->warm_intervals] = log(c->p50 > 1 ? c->p50 : 1);
-		c->warm_m[c->warm_intervals] = log(c->cur_mean > 1 ? c->cur_mean : 1);
+		c->warm_l[c->warm_intervals] = log(e->p50 > 1 ? e->p50 : 1);
+		c->warm_m[c->warm_intervals] = log(e->mean > 1 ? e->mean : 1);
 		if (++c->warm_intervals < cfg->warmup && c->warm_intervals < BN_WARMUP_MAX)
 			return;
 		/* before the load below clears the warm-up */
@@ -219,10 +222,8 @@ static void learn(struct bn_component *c, const struct bn_hist *cur, double n,
 		return;
 	}
 	/* the spreads first, against the baseline this interval was judged by */
-	spread_learn(log_ratio(c->p50, c->host_factor * c->base_p50), cfg->alpha, &c->spread_mu,
-		     &c->spread_var, &c->spread_n);
-	spread_learn(log_ratio(c->cur_mean, c->host_factor * c->base_mean), cfg->alpha,
-		     &c->mspread_mu, &c->mspread_var, &c->mspread_n);
+	spread_learn(e->lr_p50, cfg->alpha, &c->spread_mu, &c->spread_var, &c->spread_n);
+	spread_learn(e->lr_mean, cfg->alpha, &c->mspread_mu, &c->mspread_var, &c->mspread_n);
 	for (int b = 0; b < NETSTACK_BUCKETS; b++)
 		c->base.count[b] =
 			(1 - cfg->alpha) * c->base.count[b] + cfg->alpha * cur->count[b] / n;
@@ -242,6 +243,49 @@ static bool stands_out(const struct bn_component *c, const struct bn_config *cfg
 			    log_ratio(c->cur_mean, c->host_factor * c->base_mean) >=
 				    cfg->min_sigmas * spread_bound(c->spread_var, c->spread_n,
 								   cfg->min_spread));
+}
+
+/*
+ * An interval teaches (learn()) only when neither it nor the settle intervals on either side of
+ * it had a departure: so it waits settle intervals in c->pending. A slowdown's first and last
+ * intervals hold it in part and its intervals that fall just short of departing hold it whole:
+ * each such interval learned raised the series' spread and baseline, so that the next stood
+ * fewer deviations out and was learned too (docs/netstack.md, "Not learned").
+ */
+static void settle(struct bn_component *c, const struct bn_hist *cur, bool teach, bool departed,
+		   const struct bn_config *cfg)
+{
+	size_t k = cfg->settle < BN_SETTLE_MAX ? cfg->settle : BN_SETTLE_MAX, quiet;
+	struct bn_pending *e, oldest;
+
+	if (departed) {
+		c->npending = 0;
+		c->quiet = k;
+		return;
+	}
+	if (c->quiet) {
+		c->quiet--;
+		teach = false;
+	}
+	e = &c->pending[c->npending++];
+	e->cur = *cur;
+	e->n = c->n;
+	e->lr_p50 = log_ratio(c->p50, c->host_factor * c->base_p50);
+	e->lr_mean = log_ratio(c->cur_mean, c->host_factor * c->base_mean);
+	e->p50 = c->p50;
+	e->mean = c->cur_mean;
+	e->warm = !c->ready;
+	e->teach = teach;
+	if (c->npending <= k)
+		return;
+	oldest = c->pending[0];
+	memmove(&c->pending[0], &c->pending[1], --c->npending * sizeof(*e));
+	/* one judged before the baseline was ready (a recording loaded since) teaches nothing */
+	if (!oldest.teach || oldest.warm == c->ready)
+		return;
+	quiet = c->quiet;
+	learn(c, &oldest, cfg); /* which clears the component when it ends the warm-up */
+	c->quiet = quiet;
 }
 
 /* The baseline's distribution scaled by f (>= 1): each bucket moved up by 4 log2(f). */
@@ -264,6 +308,7 @@ int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 	double increase = 0, best = 0, host = 1, *ratio = calloc(n ? n : 1, sizeof(double));
 	size_t judged = 0;
 	int bottleneck = -1, largest = -1;
+	bool any = false;
 
 	for (size_t i = 0; i < n; i++) {
 		struct bn_component *x = &c[i];
@@ -357,10 +402,9 @@ int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 	 * their baselines must not drift toward them.
 	 */
 	for (size_t i = 0; i < n; i++)
-		if (c[i].departed)
-			return bottleneck;
+		any |= c[i].departed;
 	for (size_t i = 0; i < n; i++)
-		if (c[i].n >= cfg->min_samples && !stands_out(&c[i], cfg))
-			learn(&c[i], &cur[i], c[i].n, cfg);
+		settle(&c[i], &cur[i],
+		       !any && c[i].n >= cfg->min_samples && !stands_out(&c[i], cfg), any, cfg);
 	return bottleneck;
 }

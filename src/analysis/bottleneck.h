@@ -64,9 +64,24 @@ struct bn_config {
 	double min_sigmas;
 	double min_spread;
 	double min_mean_spread;
+	/* an interval teaches only when this many on either side of it had no departure */
+	size_t settle;
 };
 
 extern const struct bn_config bn_default_config;
+
+/* The most intervals a departure keeps from teaching on either side of it (settle). */
+#define BN_SETTLE_MAX 2
+
+/* An interval waiting to teach: what learning takes from it, kept from its judgement. */
+struct bn_pending {
+	struct bn_hist cur;
+	double n;
+	double lr_p50, lr_mean; /* ln(p50), ln(mean) over the scaled baseline's then */
+	double p50, mean; /* its own, for a warm-up */
+	bool warm; /* before the baseline was ready */
+	bool teach; /* not departed, not standing out, not settling after a departure */
+};
 
 /* One component's learned state and its last judgement. */
 struct bn_component {
@@ -82,6 +97,10 @@ struct bn_component {
 	double warm_l[BN_WARMUP_MAX]; /* the warm-up intervals' ln(p50) */
 	double warm_m[BN_WARMUP_MAX]; /* and ln(mean) */
 	bool ready; /* the baseline is learned (or loaded) */
+	/* the last intervals, oldest first, until settle more have passed without a departure */
+	struct bn_pending pending[BN_SETTLE_MAX + 1];
+	size_t npending;
+	size_t quiet; /* intervals to come that teach nothing: those after a departure */
 	/* the last interval */
 	double n, base_mean, base_p50, cur_mean, p50, p99, a, z;
 	double sigmas; /* ln(p50 / scaled baseline p50) in the series' deviations from its norm */
