@@ -47,6 +47,7 @@ char LICENSE[] SEC("license") = "GPL";
 /* include/linux/sched.h */
 #define TASK_UNINTERRUPTIBLE 0x0002
 #define TASK_DEAD	     0x0080
+#define TASK_WAKING	     0x0200
 #define TASK_NOLOAD	     0x0400
 #define TASK_FROZEN	     0x8000
 #define PF_EXITING	     0x00000004
@@ -87,6 +88,16 @@ const volatile bool fault_hide_switch_in = false;
  * Elsewhere steal is in the CPU time, or there is none, and switches do not pay for it.
  */
 __u32 steal_on = 0;
+
+/*
+ * Threads marked by sched_migrate_task whose switch-in has not come yet: while there are any,
+ * every switch-in looks at the arriving thread's storage (moved_arrival), also where sleep is
+ * the remainder and most switch-ins touch none; otherwise a switch reads only this.
+ */
+__s64 moved_pending = 0;
+
+/* how far from a move its stale enqueue stamp may be: the same balance's attach */
+#define MOVED_STAMP_NS 1000000
 
 /*
  * Per CPU, not per thread: a switch compares the CPU's steal with its own slot (an inlined
@@ -166,6 +177,48 @@ static __always_inline void count_lost(__u32 reason)
 
 	if (n)
 		*n += 1;
+}
+
+/* A thread's last_queued is the stamp its move left (sched_migrate_task), not a wakeup's. */
+static __always_inline bool moved_stale(__u64 queued, __u64 moved)
+{
+	return queued && moved && queued + MOVED_STAMP_NS > moved &&
+	       queued < moved + MOVED_STAMP_NS;
+}
+
+static __always_inline void moved_clear(struct sched_thread *t)
+{
+	t->moved_ns = 0;
+	__sync_fetch_and_add(&moved_pending, -1);
+}
+
+/*
+ * A thread marked moved arrives on a CPU (now: that run queue's clock, the one the kernel's
+ * sched_info_arrive takes). When its last_queued is the move's stamp, the kernel is about to
+ * add now less the stamp to its run delay: all of it sleep (its wakeup's own queueing, not
+ * known, with it), kept to be taken out of the run delay plumb reports. True then.
+ */
+static __always_inline bool moved_arrival(struct task_struct *next, struct sched_thread *t,
+					  __u64 now)
+{
+	__u64 queued = next->sched_info.last_queued;
+	bool stale = moved_stale(queued, t->moved_ns);
+
+	if (stale) {
+		if (now > queued)
+			t->rq_stale_ns += now - queued;
+		count_lost(SCHED_STALE_QUEUED);
+	}
+	moved_clear(t);
+	return stale;
+}
+
+/* The kernel's run delay of a thread, less what moved_arrival() found was sleep. */
+static __always_inline __u64 run_delay(struct task_struct *task, struct sched_thread *t)
+{
+	__u64 d = BPF_CORE_READ(task, sched_info.run_delay);
+
+	return t && d >= t->rq_stale_ns ? d - t->rq_stale_ns : d;
 }
 
 /*
@@ -680,12 +733,17 @@ static __always_inline bool fault_thread(struct task_struct *p)
 static __always_inline void switch_in(struct task_struct *next)
 {
 	struct sched_thread *t;
+	bool stale = false;
 	__u64 end;
 
 	if (!next->pid)
 		return; /* the idle task */
 	t = bpf_task_storage_get(&sched_threads, next, NULL, 0);
-	if (!t || !t->off_ns)
+	if (!t)
+		return;
+	if (moved_pending && t->moved_ns)
+		stale = moved_arrival(next, t, task_rq_clock(next));
+	if (!t->off_ns)
 		return;
 	/* a shared futex whose mapping was unreadable at the switch-out: once more, now */
 	if (wait_on && t->open_unresolved && futex_key_file(next, t))
@@ -698,7 +756,7 @@ static __always_inline void switch_in(struct task_struct *next)
 				return;
 		} else if (fault_miss_switch_in && fault_thread(next)) {
 			return;
-		} else if (next->sched_info.last_queued) {
+		} else if (next->sched_info.last_queued && !stale) {
 			end = wake_enqueue(next->sched_info.last_queued, next->sched_info.run_delay,
 					   t, t->off_ns);
 		}
@@ -715,12 +773,11 @@ static __always_inline void switch_in(struct task_struct *next)
  * episode_recover will find. Counted up to now, such an episode grew for as long as the
  * thread ran on, and user space keeps the highest count it read (a 6.18 CI run: a 0.1 s
  * pipe wait read as 0.7156 s while the thread spun). Never past now. The enqueue
- * (last_queued) is its wakeup's only once the thread is running again (state 0): Debian's
- * 6.12 stamps a sleeper that is moved to another CPU while its dequeue is delayed (EEVDF's
- * DELAY_DEQUEUE) and never clears the stamp, so its wakeup keeps it (tests/vm/
- * delayed-dequeue.py: the whole of 3 and 9 of 30 sleeps of 0.3 s, two runs, in the kernel's
- * run delay; none on 6.1 or 6.18). Read as the wakeup, that stamp stopped a sleep's reads where it was
- * moved (a 6.12 CI run: 0.00084 s through 7 reads of a 1.5 s sleep).
+ * (last_queued) is its wakeup's only once the thread is running again (state 0), and when it
+ * is not the stamp of a move while its dequeue was delayed (sched_migrate_task): Debian's
+ * 6.12 leaves that stamp on a sleeper, and read as the wakeup it stopped a sleep's reads
+ * where it was moved (a 6.12 CI run: 0.00084 s through 7 reads of a 1.5 s sleep). Such a
+ * woken thread's episode is counted up to now, as its switch-in will.
  */
 static __always_inline __u64 open_end(struct task_struct *task, struct sched_thread *t, __u64 off,
 				      __u64 now)
@@ -733,7 +790,7 @@ static __always_inline __u64 open_end(struct task_struct *task, struct sched_thr
 		queued = BPF_CORE_READ(task, sched_info.last_queued);
 		if (BPF_CORE_READ(task, sched_info.pcount) != t->off_pcount)
 			end = episode_woke(task, t, off);
-		else if (queued && !task_state(task)) /* woken; asleep: stale (above) */
+		else if (queued && !task_state(task) && !moved_stale(queued, t->moved_ns))
 			end = wake_enqueue(queued, BPF_CORE_READ(task, sched_info.run_delay), t,
 					   off);
 	}
@@ -759,8 +816,8 @@ static __always_inline void remainder_base(struct sched_thread *t, __u64 when, _
  * time the slot of that switch kept (the kernel's count is behind by up to a tick there);
  * false when that switch was not seen. Exiting (final): now, its CPU time final.
  */
-static __always_inline bool remainder_when(struct task_struct *task, __u64 now, bool final,
-					   __u64 *when, __u64 *run)
+static __always_inline bool remainder_when(struct task_struct *task, struct sched_thread *t,
+					   __u64 now, bool final, __u64 *when, __u64 *run)
 {
 	__u32 zero = 0, cpu;
 	struct sched_cpu *c;
@@ -771,7 +828,7 @@ static __always_inline bool remainder_when(struct task_struct *task, __u64 now, 
 	if (final)
 		return true;
 	*when = BPF_CORE_READ(task, sched_info.last_queued); /* read before on_cpu */
-	if (*when && !task_state(task)) /* woken, waiting; asleep: stale (open_end) */
+	if (*when && !task_state(task) && !moved_stale(*when, t->moved_ns)) /* (open_end) */
 		return true;
 	*when = now;
 	if (!BPF_CORE_READ(task, on_cpu))
@@ -797,9 +854,9 @@ static __always_inline void remainder_fill(struct sched_record *r, struct task_s
 	__u64 when, run, rq, rest, used, end, off;
 
 	if (!bpf_core_field_exists(task->sched_info) ||
-	    !remainder_when(task, now, final, &when, &run))
+	    !remainder_when(task, t, now, final, &when, &run))
 		return;
-	rq = BPF_CORE_READ(task, sched_info.run_delay);
+	rq = run_delay(task, t);
 	rest = t->ns[SCHED_BLOCK] + t->steal_ns;
 	off = *(volatile __u64 *)&t->off_ns;
 	end = open_end(task, t, off, when);
@@ -863,6 +920,8 @@ static __always_inline void record_fill(struct sched_record *r, struct task_stru
 	}
 	r->slot = t->slot;
 	r->slot_val = t->slot_val;
+	if (bpf_core_field_exists(task->sched_info))
+		r->rq_ns = run_delay(task, t);
 	if (sleep_remainder) {
 		remainder_fill(r, task, t, now, final);
 		return;
@@ -917,8 +976,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	if (close_at_switch_in || steal_on || sleep_remainder)
 		stolen = cpu_switch(prev, next, &unseen, &first);
 	/* sleep_remainder: only a thread whose last block was uninterruptible has one open */
-	if (close_at_switch_in &&
-	    (!sleep_remainder || BPF_CORE_READ_BITFIELD(next, sched_contributes_to_load)))
+	if (close_at_switch_in && (!sleep_remainder || moved_pending ||
+				   BPF_CORE_READ_BITFIELD(next, sched_contributes_to_load)))
 		switch_in(next);
 	if (!preempt && (prev_state & TASK_DEAD)) { /* do_task_dead: it never runs again */
 		exit_send(prev, stolen);
@@ -962,12 +1021,14 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	/* after the recovery: its episode ended before now, in rest */
 	if (sleep_remainder && !t->base_ns && (unseen || first) &&
 	    (now || (now = task_rq_clock(prev))))
-		remainder_base(t, now, prev->se.sum_exec_runtime, prev->sched_info.run_delay,
+		remainder_base(t, now, prev->se.sum_exec_runtime, run_delay(prev, t),
 			       t->ns[SCHED_BLOCK] + t->steal_ns);
 	if (runnable)
 		return 0;
 	if (blocks_uninterruptibly(prev_state))
 		kind = BPF_CORE_READ_BITFIELD(prev, in_iowait) ? SCHED_IOWAIT : SCHED_BLOCK;
+	if (moved_pending && t->moved_ns) /* its switch-in since was not traced */
+		moved_clear(t);
 	t->off_kind = kind;
 	t->off_ns = now;
 	if (bpf_core_field_exists(prev->sched_info)) {
@@ -978,6 +1039,41 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		wait_classify(prev, t);
 		t->open_woken = 0;
 	}
+	return 0;
+}
+
+/*
+ * Debian's 6.12 (EEVDF's DELAY_DEQUEUE): a thread that sleeps with negative lag stays queued,
+ * its dequeue delayed; a balance can move it to another CPU then, and the enqueue there stamps
+ * its sched_info.last_queued. The pick that dequeues it for good does not clear the stamp, and
+ * sched_info_enqueue at its real wakeup keeps an existing one: at its arrival the kernel adds
+ * the whole sleep since the move to its run delay, and last_queued, read as its wakeup, ended
+ * the sleep at the move (tests/vm/delayed-dequeue.py: 3 and 9 of 30 sleeps of 0.3 s in two
+ * runs; none on 6.1 or 6.18). Such a move is marked here (the stamp follows within the same
+ * balance); its next switch-in, or a read before it, takes a last_queued within
+ * MOVED_STAMP_NS of the mark as that stamp, not as a wakeup (moved_arrival). Loaded where
+ * sched_entity has sched_delayed (FEAT_DELAYED_DEQUEUE) and sched_info is kept.
+ */
+SEC("tp_btf/sched_migrate_task")
+int BPF_PROG(sched_migrate_task, struct task_struct *p, int dest_cpu)
+{
+	struct sched_thread *t;
+	unsigned int state;
+	__u64 now;
+
+	if (!gate_open())
+		return 0;
+	state = task_state(p);
+	if (!state || (state & TASK_WAKING) || !BPF_CORE_READ(p, se.sched_delayed))
+		return 0;
+
+	t = bpf_task_storage_get(&sched_threads, p, NULL, 0);
+	now = task_rq_clock(p);
+	if (!t || !now)
+		return 0;
+	if (!t->moved_ns)
+		__sync_fetch_and_add(&moved_pending, 1);
+	t->moved_ns = now;
 	return 0;
 }
 

@@ -31,6 +31,8 @@ enum sched_lost_reason {
 			  * thread's next switch from its sched_info (episode_recover) */
 	SCHED_LOST_SWITCH, /* a switch not traced: the thread leaving a CPU is not the one the
 			    * CPU's last traced switch brought in (cpu_switch) */
+	SCHED_STALE_QUEUED, /* not a loss: a sleeper's enqueue stamp left by a migration while
+			     * its dequeue was delayed, not taken as its wakeup (moved_arrival) */
 	SCHED_LOST_REASONS,
 };
 
@@ -124,6 +126,12 @@ struct sched_thread {
 	 * until then
 	 */
 	__u64 base_ns, base_run_ns, base_rq_ns, base_rest_ns;
+	/*
+	 * moved asleep while its dequeue was delayed: the run-queue clock then (0: not), and
+	 * the run delay the kernel added for the stale enqueue stamp that leaves, which is sleep
+	 * (bpf/sched.bpf.c moved_arrival)
+	 */
+	__u64 moved_ns, rq_stale_ns;
 };
 
 enum sched_record_kind {

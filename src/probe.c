@@ -43,6 +43,9 @@ static const struct {
 				   "flagged (sched_contributes_to_load), run-queue clocks, IRQ "
 				   "time "
 				   "in CPU time (CONFIG_IRQ_TIME_ACCOUNTING off)" },
+	[FEAT_DELAYED_DEQUEUE] = { "delayed_dequeue",
+				   "EEVDF's delayed dequeue (sched_entity.sched_delayed, 6.12): "
+				   "sched marks a sleeper moved while its dequeue is delayed" },
 	[FEAT_BPF_LOOP] = { "bpf_loop", "bpf_loop(): io's AIO completions, any number (5.17)" },
 };
 
@@ -172,6 +175,8 @@ static bool probe(enum kernel_feature f)
 		return btf_struct_has("task_struct", "sched_contributes_to_load") &&
 		       btf_struct_has("sched_entity", "cfs_rq") &&
 		       !btf_struct_has("rq", "prev_irq_time");
+	case FEAT_DELAYED_DEQUEUE:
+		return btf_struct_has("sched_entity", "sched_delayed");
 	case FEAT_BPF_LOOP:
 		return libbpf_probe_bpf_helper(BPF_PROG_TYPE_TRACEPOINT, BPF_FUNC_loop, NULL) == 1;
 	case KERNEL_FEATURES:

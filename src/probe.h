@@ -27,6 +27,7 @@ enum kernel_feature {
 	FEAT_BPF_STATS, /* kernel.bpf_stats_enabled=1: programs' run time (informational) */
 	FEAT_STEAL, /* rq->prev_steal_time_rq: steal kept out of CPU time (PARAVIRT_TIME_ACCOUNTING) */
 	FEAT_SLEEP_REMAINDER, /* sched can take sleep as the remainder (bpf/sched.bpf.c) */
+	FEAT_DELAYED_DEQUEUE, /* EEVDF's delayed dequeue: sched marks moves (bpf/sched.bpf.c) */
 	FEAT_BPF_LOOP, /* bpf_loop() in tracepoint programs (5.17) */
 	KERNEL_FEATURES,
 };

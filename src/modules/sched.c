@@ -696,6 +696,10 @@ static void recovered_collect(struct plumb_module *m, struct sched_state *s, str
 		    "Off-CPU episodes whose switch-in closed nothing, ended at the thread's next "
 		    "switch from its sched_info, host-wide (docs/metrics.md).");
 	prom_sample(w, NULL, 0, (double)n[SCHED_RECOVERED]);
+	prom_family(w, "plumb_sched_stale_enqueues_total", PROM_COUNTER,
+		    "Sleepers whose enqueue stamp was left by a move while their dequeue was "
+		    "delayed (EEVDF), not taken as their wakeup, host-wide (docs/metrics.md).");
+	prom_sample(w, NULL, 0, (double)n[SCHED_STALE_QUEUED]);
 }
 
 static int sched_collect(struct plumb_module *m, struct prom_writer *w)
@@ -859,6 +863,11 @@ static void shared_notes(struct plumb_module *m, struct sched_state *s, bool wai
 				   "not needed: episodes end at the switch-in (last_queued)");
 	else
 		module_attach_note(m, "tp_btf/sched_wakeup", "sched_wakeup", "%s", how);
+	if (s->run_delay && kernel_has(FEAT_DELAYED_DEQUEUE))
+		module_attach_note(m, "tp_btf/sched_migrate_task", "sched_migrate_task", "%s", how);
+	else
+		module_attach_note(m, "tp_btf/sched_migrate_task", "sched_migrate_task",
+				   "not needed: no delayed dequeue, or no sched_info");
 	if (wait) {
 		module_attach_note(m, "tp_btf/sched_waking", "wait_waking", "%s", how);
 		snprintf(m->choice, sizeof(m->choice),
@@ -899,6 +908,7 @@ static int sched_attach(struct sched_state *s, bool switches)
 		/* wakeups before switches: a wait that starts is always seen to end */
 		{ k->progs.sched_wakeup, &k->links.sched_wakeup, true },
 		{ k->progs.wait_waking, &k->links.wait_waking, true },
+		{ k->progs.sched_migrate_task, &k->links.sched_migrate_task, true },
 		{ k->progs.sched_switch, &k->links.sched_switch, true },
 	};
 
@@ -1023,6 +1033,8 @@ static int shared_load(struct plumb_module *m, const struct plumb_config *cfg, b
 	bpf_program__set_autoload(s->skel->progs.sched_wakeup_new, s->remainder);
 	bpf_program__set_autoload(s->skel->progs.wait_waking, s->wait_on);
 	bpf_program__set_autoload(s->skel->progs.sched_wakeup, !s->run_delay);
+	bpf_program__set_autoload(s->skel->progs.sched_migrate_task,
+				  s->run_delay && kernel_has(FEAT_DELAYED_DEQUEUE));
 	shared_notes(m, s, wait);
 	err = sched_adopt(m, s, cfg);
 	if (err)

@@ -207,7 +207,7 @@ def test_features_table(cleanup):
     assert out.startswith("kernel "), out
     for feature in ("btf", "syscall_tracepoints", "raw_tp", "tp_btf", "iter_task", "ringbuf",
                     "task_storage", "current_task_btf", "task_pt_regs", "bpf_stats",
-                    "steal", "bpf_loop"):
+                    "steal", "bpf_loop", "delayed_dequeue"):
         assert any(l.split()[:1] == [feature] for l in out.splitlines()), f"no {feature}: {out}"
     rc, rows, verdicts, out = check_table(PLUMB_TEST_HIDE="ringbuf")
     assert any(l.split()[:2] == ["ringbuf", "no"] for l in out.splitlines()), out
