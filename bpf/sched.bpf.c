@@ -205,20 +205,34 @@ static __always_inline bool moved_arrival(struct task_struct *next, struct sched
 	bool stale = moved_stale(queued, t->moved_ns);
 
 	if (stale) {
-		if (now > queued)
-			t->rq_stale_ns += now - queued;
+		t->stale_last_ns = now > queued ? now - queued : 0;
+		t->stale_stamp = queued;
+		t->rq_stale_ns += t->stale_last_ns;
 		count_lost(SCHED_STALE_QUEUED);
 	}
 	moved_clear(t);
 	return stale;
 }
 
-/* The kernel's run delay of a thread, less what moved_arrival() found was sleep. */
+/*
+ * The kernel's run delay of a thread, less what moved_arrival() found was sleep. Between that
+ * switch-in's tracepoint and sched_info_arrive() the kernel has not added the last part yet:
+ * that function clears last_queued and then adds to run_delay (in source order; x86 keeps
+ * stores, and loads, in order), so a run delay read before a last_queued that still holds the
+ * stamp lacks it. A read that races otherwise is off until the next: user space keeps the
+ * highest count, so such a read can raise runqueue time by that part (not seen).
+ */
 static __always_inline __u64 run_delay(struct task_struct *task, struct sched_thread *t)
 {
-	__u64 d = BPF_CORE_READ(task, sched_info.run_delay);
+	__u64 d = BPF_CORE_READ(task, sched_info.run_delay), stale;
 
-	return t && d >= t->rq_stale_ns ? d - t->rq_stale_ns : d;
+	if (!t || !t->rq_stale_ns)
+		return d;
+	asm volatile("" ::: "memory");
+	stale = t->rq_stale_ns;
+	if (BPF_CORE_READ(task, sched_info.last_queued) == t->stale_stamp)
+		stale -= t->stale_last_ns;
+	return d >= stale ? d - stale : 0;
 }
 
 /*
@@ -980,6 +994,10 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 				   BPF_CORE_READ_BITFIELD(next, sched_contributes_to_load)))
 		switch_in(next);
 	if (!preempt && (prev_state & TASK_DEAD)) { /* do_task_dead: it never runs again */
+		/* marked, its switch-in since not traced: the count must not outlive it */
+		if (moved_pending && (t = bpf_task_storage_get(&sched_threads, prev, NULL, 0)) &&
+		    t->moved_ns)
+			moved_clear(t);
 		exit_send(prev, stolen);
 		return 0;
 	}

@@ -127,11 +127,11 @@ struct sched_thread {
 	 */
 	__u64 base_ns, base_run_ns, base_rq_ns, base_rest_ns;
 	/*
-	 * moved asleep while its dequeue was delayed: the run-queue clock then (0: not), and
-	 * the run delay the kernel added for the stale enqueue stamp that leaves, which is sleep
-	 * (bpf/sched.bpf.c moved_arrival)
+	 * moved asleep while its dequeue was delayed: the run-queue clock then (0: not); the run
+	 * delay the kernel added for the stale enqueue stamps that leaves, which is sleep; and
+	 * the last such stamp and its part (bpf/sched.bpf.c moved_arrival, run_delay)
 	 */
-	__u64 moved_ns, rq_stale_ns;
+	__u64 moved_ns, rq_stale_ns, stale_stamp, stale_last_ns;
 };
 
 enum sched_record_kind {

@@ -256,7 +256,7 @@ static void settle(struct bn_component *c, const struct bn_hist *cur, bool teach
 		   const struct bn_config *cfg)
 {
 	size_t k = cfg->settle < BN_SETTLE_MAX ? cfg->settle : BN_SETTLE_MAX, quiet;
-	struct bn_pending *e, oldest;
+	struct bn_pending e, oldest;
 
 	if (departed) {
 		c->npending = 0;
@@ -267,21 +267,24 @@ static void settle(struct bn_component *c, const struct bn_hist *cur, bool teach
 		c->quiet--;
 		teach = false;
 	}
-	e = &c->pending[c->npending++];
-	e->cur = *cur;
-	e->n = c->n;
-	e->lr_p50 = log_ratio(c->p50, c->host_factor * c->base_p50);
-	e->lr_mean = log_ratio(c->cur_mean, c->host_factor * c->base_mean);
-	e->p50 = c->p50;
-	e->mean = c->cur_mean;
-	e->warm = !c->ready;
-	e->teach = teach;
-	if (c->npending <= k)
+	e = (struct bn_pending){ .cur = *cur,
+				 .n = c->n,
+				 .lr_p50 = log_ratio(c->p50, c->host_factor * c->base_p50),
+				 .lr_mean = log_ratio(c->cur_mean, c->host_factor * c->base_mean),
+				 .p50 = c->p50,
+				 .mean = c->cur_mean,
+				 .teach = teach };
+	if (c->npending < k) {
+		c->pending[c->npending++] = e;
 		return;
-	oldest = c->pending[0];
-	memmove(&c->pending[0], &c->pending[1], --c->npending * sizeof(*e));
-	/* one judged before the baseline was ready (a recording loaded since) teaches nothing */
-	if (!oldest.teach || oldest.warm == c->ready)
+	}
+	oldest = e;
+	if (k) {
+		oldest = c->pending[0];
+		memmove(&c->pending[0], &c->pending[1], (k - 1) * sizeof(e));
+		c->pending[k - 1] = e;
+	}
+	if (!oldest.teach)
 		return;
 	quiet = c->quiet;
 	learn(c, &oldest, cfg); /* which clears the component when it ends the warm-up */

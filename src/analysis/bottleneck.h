@@ -71,7 +71,7 @@ struct bn_config {
 extern const struct bn_config bn_default_config;
 
 /* The most intervals a departure keeps from teaching on either side of it (settle). */
-#define BN_SETTLE_MAX 2
+#define BN_SETTLE_MAX 1
 
 /* An interval waiting to teach: what learning takes from it, kept from its judgement. */
 struct bn_pending {
@@ -79,7 +79,6 @@ struct bn_pending {
 	double n;
 	double lr_p50, lr_mean; /* ln(p50), ln(mean) over the scaled baseline's then */
 	double p50, mean; /* its own, for a warm-up */
-	bool warm; /* before the baseline was ready */
 	bool teach; /* not departed, not standing out, not settling after a departure */
 };
 
@@ -97,8 +96,11 @@ struct bn_component {
 	double warm_l[BN_WARMUP_MAX]; /* the warm-up intervals' ln(p50) */
 	double warm_m[BN_WARMUP_MAX]; /* and ln(mean) */
 	bool ready; /* the baseline is learned (or loaded) */
-	/* the last intervals, oldest first, until settle more have passed without a departure */
-	struct bn_pending pending[BN_SETTLE_MAX + 1];
+	/*
+	 * the last intervals, oldest first, until settle more have passed without a departure
+	 * (bn_component_load() drops them: a warm-up's end, a recording loaded)
+	 */
+	struct bn_pending pending[BN_SETTLE_MAX];
 	size_t npending;
 	size_t quiet; /* intervals to come that teach nothing: those after a departure */
 	/* the last interval */
@@ -130,8 +132,9 @@ void bn_component_load(struct bn_component *c, const struct bn_hist *base, doubl
  * against its baseline scaled by the host-wide factor (the median component's slowdown, with
  * three components or more) and against its own interval-to-interval spread, marks the
  * bottleneck (the component with the largest mean increase beyond that factor, when it
- * departed), then learns from the components not departed (each series not from an interval
- * whose median or mean stands out of its spread). Returns the bottleneck's index or -1.
+ * departed), then learns: each series from the interval settle intervals before, when neither
+ * it nor the intervals around it had a departure (and not from one whose median or mean stood
+ * out of its spread). Returns the bottleneck's index or -1.
  */
 int bn_interval(struct bn_component *c, const struct bn_hist *cur, size_t n,
 		const struct bn_config *cfg);
