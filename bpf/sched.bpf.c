@@ -1084,7 +1084,6 @@ int BPF_PROG(sched_migrate_task, struct task_struct *p, int dest_cpu)
 	state = task_state(p);
 	if (!state || (state & TASK_WAKING) || !BPF_CORE_READ(p, se.sched_delayed))
 		return 0;
-
 	t = bpf_task_storage_get(&sched_threads, p, NULL, 0);
 	now = task_rq_clock(p);
 	if (!t || !now)

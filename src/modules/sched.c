@@ -863,7 +863,7 @@ static void shared_notes(struct plumb_module *m, struct sched_state *s, bool wai
 				   "not needed: episodes end at the switch-in (last_queued)");
 	else
 		module_attach_note(m, "tp_btf/sched_wakeup", "sched_wakeup", "%s", how);
-	if (s->run_delay && kernel_has(FEAT_DELAYED_DEQUEUE))
+	if (bpf_program__autoload(s->skel->progs.sched_migrate_task))
 		module_attach_note(m, "tp_btf/sched_migrate_task", "sched_migrate_task", "%s", how);
 	else
 		module_attach_note(m, "tp_btf/sched_migrate_task", "sched_migrate_task",
