@@ -92,15 +92,14 @@ void bn_mann_whitney(const struct bn_hist *base, double n_base, const struct bn_
 void bn_component_load(struct bn_component *c, const struct bn_hist *base, double samples,
 		       struct bn_spread p50, struct bn_spread mean)
 {
-	struct bn_hist h = *base; /* base may be c's own warm-up sum, cleared below */
-	double t = bn_hist_total(&h);
+	double t = bn_hist_total(base);
 
 	memset(c, 0, sizeof(*c));
 	if (t <= 0)
 		return;
 	for (int b = 0; b < NETSTACK_BUCKETS; b++)
-		c->base.count[b] = h.count[b] / t;
-	c->base.sum_ns = h.sum_ns / t;
+		c->base.count[b] = base->count[b] / t;
+	c->base.sum_ns = base->sum_ns / t;
 	c->base_samples = samples;
 	c->spread_mu = p50.mu;
 	c->spread_var = p50.sd * p50.sd;
@@ -146,35 +145,92 @@ static double median(double *v, size_t n)
 }
 
 /*
- * The first norm of a spread, from the warm-up intervals' ln(p50) (or ln(mean)) l[0..k): their
- * average and
- * variance, leaving out those further than 3 deviations (1.4826 times the median absolute
- * deviation, at least min_spread) from their median. A few slow intervals while the host
- * settles (seen: 4 of 10 at 100 times the rest, at the start of a CI run under hypervisor
- * steal) would otherwise make the deviation so large that a later hundredfold slowdown
- * stands 1-3 deviations out, is learned as normal, and widens it further.
+ * Marks the warm-up intervals whose ln(p50) (or ln(mean)) l[0..k) lies further than 3
+ * deviations (1.4826 times the median absolute deviation, at least min_spread) from their
+ * median: keep[i] false. A few slow intervals while the host settles (seen: 4 of 10 at 100
+ * times the rest, at the start of a CI run under hypervisor steal) would otherwise make the
+ * deviation so large that a later hundredfold slowdown stands 1-3 deviations out, is learned
+ * as normal, and widens it further; a few packets held for seconds in 2 of 10 (seen: the
+ * first baseline's mean 120 times its median) would raise the baseline's mean above a later
+ * slowdown's, which then cannot depart.
  */
-static void warm_spread(const double *l, size_t k, const struct bn_config *cfg, double *mu,
-			double *var, double *n)
+static void warm_cut(const double *l, size_t k, const struct bn_config *cfg, bool *keep)
 {
-	double v[BN_WARMUP_MAX], dev[BN_WARMUP_MAX], m, cut, sum = 0, sq = 0;
-	size_t kept = 0;
+	double v[BN_WARMUP_MAX], dev[BN_WARMUP_MAX], m, cut;
 
 	memcpy(v, l, k * sizeof(*v));
 	m = median(v, k);
 	for (size_t i = 0; i < k; i++)
 		dev[i] = fabs(l[i] - m);
 	cut = 3 * fmax(1.4826 * median(dev, k), cfg->min_spread);
+	for (size_t i = 0; i < k; i++)
+		keep[i] = keep[i] && fabs(l[i] - m) <= cut;
+}
+
+/* The first norm of a spread: the kept warm-up intervals' l, average and variance. */
+static void warm_spread(const double *l, size_t k, const bool *keep, double *mu, double *var,
+			double *n)
+{
+	double sum = 0, sq = 0;
+	size_t kept = 0;
+
 	for (size_t i = 0; i < k; i++) {
-		if (fabs(l[i] - m) > cut)
+		if (!keep[i])
 			continue;
 		sum += l[i];
 		sq += l[i] * l[i];
 		kept++;
 	}
-	*mu = sum / kept; /* kept >= 1: the values nearest the median are within the cut */
+	*mu = sum / kept; /* kept >= 1: warm_end() keeps every interval rather than none */
 	*var = fmax(0, sq / kept - *mu * *mu);
 	*n = (double)kept;
+}
+
+/*
+ * The warm-up's end: the intervals whose median and mean are both within the cut are the
+ * first baseline (their samples, summed) and the first norms of its spreads.
+ */
+static void warm_end(struct bn_component *c, const struct bn_config *cfg)
+{
+	size_t k = c->warm_intervals, kept = 0;
+	double mu, var, n, mmu, mvar, mn, base_p50;
+	struct bn_hist sum = { 0 };
+	bool keep[BN_WARMUP_MAX];
+
+	for (size_t i = 0; i < k; i++)
+		keep[i] = true;
+	warm_cut(c->warm_l, k, cfg, keep);
+	warm_cut(c->warm_m, k, cfg, keep);
+	for (size_t i = 0; i < k; i++)
+		kept += keep[i];
+	for (size_t i = 0; i < k; i++) {
+		keep[i] = keep[i] || !kept; /* two cuts that share no interval: all */
+		if (!keep[i])
+			continue;
+		for (int b = 0; b < NETSTACK_BUCKETS; b++)
+			sum.count[b] += c->warm[i].count[b];
+		sum.sum_ns += c->warm[i].sum_ns;
+	}
+	/* before the load below clears the warm-up */
+	warm_spread(c->warm_l, k, keep, &mu, &var, &n);
+	warm_spread(c->warm_m, k, keep, &mmu, &mvar, &mn);
+	bn_component_free(c);
+	bn_component_load(c, &sum, fmin(bn_hist_total(&sum), cfg->max_base_samples),
+			  (struct bn_spread){ 0 }, (struct bn_spread){ 0 });
+	/* the kept intervals' medians (means) around the baseline's: the spreads' first norms */
+	base_p50 = bn_hist_quantile(&c->base, 0.5);
+	c->spread_mu = mu - log(base_p50 > 1 ? base_p50 : 1);
+	c->spread_var = var;
+	c->spread_n = n;
+	c->mspread_mu = mmu - log(c->base.sum_ns > 1 ? c->base.sum_ns : 1);
+	c->mspread_var = mvar;
+	c->mspread_n = mn;
+}
+
+void bn_component_free(struct bn_component *c)
+{
+	free(c->warm);
+	c->warm = NULL;
 }
 
 /* The interval's samples, folded into the baseline (a distribution summing to 1). */
@@ -194,31 +250,16 @@ static void learn(struct bn_component *c, const struct bn_pending *e, const stru
 	double n = e->n;
 
 	if (!c->ready) {
-		double mu, var, k, mmu, mvar, mk, base_p50;
+		size_t w = cfg->warmup < BN_WARMUP_MAX ? cfg->warmup : BN_WARMUP_MAX;
 
-		for (int b = 0; b < NETSTACK_BUCKETS; b++)
-			c->warm.count[b] += cur->count[b];
-		c->warm.sum_ns += cur->sum_ns;
+		w = w ? w : 1;
+		if (!c->warm && !(c->warm = calloc(w, sizeof(*c->warm))))
+			return; /* out of memory: the interval does not teach */
+		c->warm[c->warm_intervals] = *cur;
 		c->warm_l[c->warm_intervals] = log(e->p50 > 1 ? e->p50 : 1);
 		c->warm_m[c->warm_intervals] = log(e->mean > 1 ? e->mean : 1);
-		if (++c->warm_intervals < cfg->warmup && c->warm_intervals < BN_WARMUP_MAX)
-			return;
-		/* before the load below clears the warm-up */
-		warm_spread(c->warm_l, c->warm_intervals, cfg, &mu, &var, &k);
-		warm_spread(c->warm_m, c->warm_intervals, cfg, &mmu, &mvar, &mk);
-		bn_component_load(c, &c->warm, fmin(bn_hist_total(&c->warm), cfg->max_base_samples),
-				  (struct bn_spread){ 0 }, (struct bn_spread){ 0 });
-		/*
-		 * the warm-up intervals' medians (means) around the baseline's: the first norm of
-		 * the spreads
-		 */
-		base_p50 = bn_hist_quantile(&c->base, 0.5);
-		c->spread_mu = mu - log(base_p50 > 1 ? base_p50 : 1);
-		c->spread_var = var;
-		c->spread_n = k;
-		c->mspread_mu = mmu - log(c->base.sum_ns > 1 ? c->base.sum_ns : 1);
-		c->mspread_var = mvar;
-		c->mspread_n = mk;
+		if (++c->warm_intervals == w)
+			warm_end(c, cfg);
 		return;
 	}
 	/* the spreads first, against the baseline this interval was judged by */

@@ -85,7 +85,11 @@ struct bn_pending {
 /* One component's learned state and its last judgement. */
 struct bn_component {
 	struct bn_hist base; /* a distribution: sums to 1 once warm (sum_ns: the mean) */
-	struct bn_hist warm; /* the warm-up intervals' samples, summed */
+	/*
+	 * the warm-up intervals' samples, each interval's (allocated at the first, freed at the
+	 * last: min(warmup, BN_WARMUP_MAX) histograms, ~9 KB for 10)
+	 */
+	struct bn_hist *warm;
 	size_t warm_intervals;
 	double base_samples; /* how many samples the baseline stands for */
 	/* ln(interval p50 / baseline p50) of normal intervals: average and variance */
@@ -122,10 +126,14 @@ struct bn_spread {
 /*
  * Sets a component's baseline from a distribution (a recording): it is ready at once. p50 and
  * mean: its intervals' ln(p50 / baseline p50) and ln(mean / baseline mean), average and
- * deviation (0 and 0 when unknown: min_spread then stands for the deviation).
+ * deviation (0 and 0 when unknown: min_spread then stands for the deviation). c holds no
+ * warm-up (zeroed, or bn_component_free()).
  */
 void bn_component_load(struct bn_component *c, const struct bn_hist *base, double samples,
 		       struct bn_spread p50, struct bn_spread mean);
+
+/* Frees what a component holds during its warm-up: before it is dropped, or zeroed. */
+void bn_component_free(struct bn_component *c);
 
 /*
  * One interval: cur[i] holds component i's samples of the interval. Judges each component

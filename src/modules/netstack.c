@@ -290,6 +290,7 @@ static void series_expire(struct netstack_state *s, uint64_t now)
 		if (!grace_over(&x->gone_since_ms, now, s->grace_s))
 			continue;
 		bpf_map_delete_elem(fd, &k);
+		bn_component_free(&x->bn);
 		*x = s->series[--s->nseries];
 		i--;
 	}
@@ -1005,6 +1006,8 @@ static void netstack_unload(struct plumb_module *m)
 		links_destroy_parallel((struct bpf_link **)&s->skel->links,
 				       sizeof(s->skel->links) / sizeof(struct bpf_link *));
 	netstack_bpf__destroy(s->skel);
+	for (size_t i = 0; s->series && i < s->nseries; i++)
+		bn_component_free(&s->series[i].bn);
 	free(s->series);
 	free(s->recorded);
 	cgroup_cache_free(s->cgroups);
