@@ -4,13 +4,14 @@
   bench/builds.py OLD NEW [--modules sched] [--stressor switch] [--pairs 30]
 
 OLD and NEW are plumb binaries (e.g. one built in a git worktree), or `floor`: build/hold with
-build/sched_floor.bpf.o, an empty program on sched_switch and no agent. `stress-ng --STRESSOR 1` runs
-on CPU 1 throughout; windows alternate between OLD's agent on and NEW's agent on (order
-alternating pair by pair), each 1.5 s of the host's context-switch rate from 1 s after the
-agent came up. Prints the geometric mean of the pairs' ratios NEW/OLD with its 95% interval,
-and what that makes per context switch (1e9/OLD x (1/r - 1): + is NEW slower). Comparing two
-agents directly takes the drift between separate bench/sched.py runs out: a change of 15 ns per
-switch is resolved here, where two sched.py runs differ by more than that.
+build/sched_floor.bpf.o, empty programs on sched_switch and sched_migrate_task, and no agent.
+`stress-ng --STRESSOR 1` runs on CPU 1 throughout; windows alternate between OLD's agent on and
+NEW's agent on (order alternating pair by pair), each 1.5 s of the host's context-switch rate
+from 1 s after the agent came up. Prints the geometric mean of the pairs' ratios NEW/OLD with
+its 95% interval, and what that makes per context switch (1e9/OLD x (1/r - 1): + is NEW
+slower). Comparing two agents directly takes the drift between separate bench/sched.py runs
+out: a change of 15 ns per switch is resolved here, where two sched.py runs differ by more than
+that.
 
   bench/builds.py OLD NEW --stats PROGRAM [--pairs 8] [--window 3]
 
@@ -19,8 +20,10 @@ on for the run, restored after; bpftool's run_time_ns / run_cnt over each window
 program's own nanoseconds, where the storm's rate also moves with what the kernel pays around
 it. Prints each side's median and the mean of the pairs' differences NEW - OLD with its 95%
 interval. bpf_stats brackets every run with two clock reads: an empty program reads ~45 ns
-per run here, so compare builds, never read one number as the program's cost. Not with
-OLD/NEW `floor`.
+per run here, so compare builds, never read one number as the program's cost. With OLD
+`floor`: that empty program on PROGRAM's tracepoint (build/sched_floor.bpf.o's floor_switch
+for sched_switch, floor_migrate for sched_migrate_task), so NEW - OLD is what the program adds
+to the kernel's price of running any program there.
 """
 
 import argparse
@@ -40,6 +43,8 @@ from sched import ctxt, storm_load  # noqa: E402
 
 WINDOW_S, SETTLE_S = 1.5, 1.0
 BUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build")
+# build/sched_floor.bpf.o's empty program on the tracepoint of each program --stats can compare
+FLOOR = {"sched_switch": "floor_switch", "sched_migrate_task": "floor_migrate"}
 
 
 def measure():
@@ -50,7 +55,18 @@ def measure():
 
 
 def stats_window(binary, modules, program, seconds):
-    """ns per run of program in binary's agent over seconds, from 1 s after it came up."""
+    """ns per run of program in binary's agent (or the floor's) over seconds, from 1 s after
+    it came up."""
+    if binary == "floor":
+        p = hold_on([os.path.join(BUILD, "hold"), os.path.join(BUILD, "sched_floor.bpf.o")])
+        try:
+            time.sleep(SETTLE_S)
+            t0, n0 = prog_stats(p.pid, (FLOOR[program],))[FLOOR[program]]
+            time.sleep(seconds)
+            t1, n1 = prog_stats(p.pid, (FLOOR[program],))[FLOOR[program]]
+            return (t1 - t0) / max(n1 - n0, 1)
+        finally:
+            hold_off(p)
     lib.PLUMB = binary
     c = Cleanup()
     try:
@@ -107,8 +123,10 @@ def main():
     args = ap.parse_args()
     if args.pairs is None:
         args.pairs = 8 if args.stats else 30
-    if args.stats and "floor" in (args.old, args.new):
-        sys.exit("builds.py: --stats compares two agents' programs: no floor")
+    if args.stats and (args.new == "floor" or
+                       (args.old == "floor" and args.stats not in FLOOR)):
+        sys.exit(f"builds.py: --stats with a floor: OLD only, and PROGRAM one of "
+                 f"{', '.join(FLOOR)}")
     if os.geteuid() != 0:
         sys.exit("builds.py: needs root (it loads BPF programs)")
     for b in (args.old, args.new):

@@ -4,8 +4,8 @@
   context-switch storm: `stress-ng --switch 1` pinned to one CPU; the metric is context
       switches per second of the whole host (/proc/stat ctxt); the added nanoseconds per
       switch are 1e9/B - 1e9/A per pair (that CPU does nothing but switch)
-  the floor: the same storm with an empty program on sched_switch (build/hold
-      build/sched_floor.bpf.o, no agent)
+  the floor: the same storm with empty programs on sched_switch and sched_migrate_task
+      (build/hold build/sched_floor.bpf.o, no agent)
   futex storm: `stress-ng --futex 1` pinned to one CPU (a waiter and a waker handing a futex
       back and forth); the metric is the host's context switches per second again (each
       round blocks on a futex: a wait the wait module names and a wake it counts)
@@ -48,7 +48,8 @@ REDIS_PAIRS = int(os.environ.get("PLUMB_BENCH_REDIS_PAIRS", "80"))
 REDIS_REQUESTS = 60000  # per test, GET and SET: ~1.5 s a run here
 WINDOW_S, SETTLE_S = 1.5, 0.5
 BUILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build")
-PROGRAMS = ("sched_switch", "sched_wakeup", "wait_waking", "blk_bio_queue", "blk_rq_complete")
+PROGRAMS = ("sched_switch", "sched_wakeup", "sched_migrate_task", "wait_waking", "blk_bio_queue",
+            "blk_rq_complete")
 ALL = "sched,wait,blk"
 
 
@@ -189,21 +190,20 @@ def main():
     cleanup = Cleanup()
     bench = Bench("sched", "Overhead of plumb's sched, wait and blk modules: context "
                   "switches, futexes and redis",
-                  f"""Each case alternates without (A) and with (B) `plumb agent --modules sched` or
-`--modules {ALL}` (or, for the floor, an empty program on sched_switch and no agent), the order
-alternating pair by pair. The storms run throughout while plumb starts and stops: each side is a
-{WINDOW_S} s window of the load's rate, measured {SETTLE_S} s after the start or stop,
-{WINDOW_PAIRS} pairs per case. redis: {REDIS_PAIRS} pairs of short runs ({REDIS_REQUESTS} GETs and
-{REDIS_REQUESTS} SETs, the agent started {SETTLE_S} s before), each giving its rate and p50
-latency. This machine's speed drifts ~10% within seconds: many short pairs, and the geometric mean
-ratio's 95% interval. Storms: `taskset -c 1 stress-ng --switch 1` and `--futex 1`; the metric is
-the host's context switches per second from /proc/stat (CPU 1 does nothing but switch, so 1e9 /
-rate is the time of one switch there). Syscall storm: {PAIRS} pairs of {RUNTIME} s runs of
-`taskset -c 1 stress-ng --get 1`, bogo ops per second. redis: `redis-server` on CPU 1,
-`redis-benchmark -c 50 -t get,set` on CPU 0; the metrics are the means of GET's and SET's requests
-per second and p50 latencies. Targets (issue 5 §6): <= 150 ns added per context switch with the
-scheduling metrics; redis throughput ratio >= 0.97 with all 16; met when the whole interval is
-within the target.""")
+                  f"""Each case alternates without (A) and with (B) `plumb agent --modules sched`
+or `--modules {ALL}` (or, for the floor, empty programs on sched_switch and sched_migrate_task and
+no agent), the order alternating pair by pair. The storms run throughout while plumb starts and
+stops: each side is a {WINDOW_S} s window of the load's rate, measured {SETTLE_S} s after the start
+or stop, {WINDOW_PAIRS} pairs per case. redis: {REDIS_PAIRS} pairs of short runs ({REDIS_REQUESTS}
+GETs and {REDIS_REQUESTS} SETs, the agent started {SETTLE_S} s before), each giving its rate and
+p50 latency. This machine's speed drifts ~10% within seconds: many short pairs, and the geometric
+mean ratio's 95% interval. Storms: `taskset -c 1 stress-ng --switch 1` and `--futex 1`; the metric
+is the host's context switches per second from /proc/stat (CPU 1 does nothing but switch, so 1e9 /
+rate is the time of one switch there). Syscall storm: {PAIRS} pairs of {RUNTIME} s runs of `taskset
+-c 1 stress-ng --get 1`, bogo ops per second. redis: `redis-server` on CPU 1, `redis-benchmark -c
+50 -t get,set` on CPU 0; the metrics are the means of GET's and SET's requests per second and p50
+latencies. Targets (issue 5 §6): <= 150 ns added per context switch with the scheduling metrics;
+redis throughput ratio >= 0.97 with all 16; met when the whole interval is within the target.""")
     try:
         if subprocess.run(["sysctl", "-n", "kernel.bpf_stats_enabled"], capture_output=True,
                           text=True).stdout.strip() != "0":

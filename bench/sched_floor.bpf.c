@@ -2,7 +2,9 @@
 /*
  * The floor under the sched module's cost: a program on sched_switch that returns at once,
  * the kernel's price for running any program at each context switch (the sched module needs
- * no other per-switch tracepoint where the kernel keeps sched_info). Loaded by bench/hold.c.
+ * no other per-switch tracepoint where the kernel keeps sched_info), and one on
+ * sched_migrate_task, which the module attaches where the kernel delays dequeues (a pinned
+ * switch storm migrates next to nothing). Loaded by bench/hold.c.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -12,6 +14,12 @@ char LICENSE[] SEC("license") = "GPL";
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(floor_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return 0;
+}
+
+SEC("tp_btf/sched_migrate_task")
+int BPF_PROG(floor_migrate, struct task_struct *p, int dest_cpu)
 {
 	return 0;
 }
