@@ -54,6 +54,13 @@ def measure():
     return (ctxt() - c0) / (time.monotonic() - t0)
 
 
+def per_run(ns, runs, program):
+    if not runs:
+        sys.exit(f"builds.py: {program} did not run in the window: a stressor that reaches it "
+                 "(--stressor affinity migrates)")
+    return ns / runs
+
+
 def stats_window(binary, modules, program, seconds):
     """ns per run of program in binary's agent (or the floor's) over seconds, from 1 s after
     it came up."""
@@ -64,7 +71,7 @@ def stats_window(binary, modules, program, seconds):
             t0, n0 = prog_stats(p.pid, (FLOOR[program],))[FLOOR[program]]
             time.sleep(seconds)
             t1, n1 = prog_stats(p.pid, (FLOOR[program],))[FLOOR[program]]
-            return (t1 - t0) / max(n1 - n0, 1)
+            return per_run(t1 - t0, n1 - n0, program)
         finally:
             hold_off(p)
     lib.PLUMB = binary
@@ -80,7 +87,7 @@ def stats_window(binary, modules, program, seconds):
         t0, n0 = prog_stats(a.proc.pid, (program,))[program]
         time.sleep(seconds)
         t1, n1 = prog_stats(a.proc.pid, (program,))[program]
-        return (t1 - t0) / max(n1 - n0, 1)
+        return per_run(t1 - t0, n1 - n0, program)
     finally:
         c.run()
 

@@ -3,8 +3,9 @@
  * The floor under the sched module's cost: a program on sched_switch that returns at once,
  * the kernel's price for running any program at each context switch (the sched module needs
  * no other per-switch tracepoint where the kernel keeps sched_info), and one on
- * sched_migrate_task, which the module attaches where the kernel delays dequeues (a pinned
- * switch storm migrates next to nothing). Loaded by bench/hold.c.
+ * sched_migrate_task, which the module attaches where the kernel delays dequeues (6.12 on;
+ * elsewhere the floor has one program more than the module, which a pinned switch storm, migrating
+ * next to nothing, hardly runs). Loaded by bench/hold.c.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>

@@ -204,7 +204,8 @@ static void warm_end(struct bn_component *c, const struct bn_config *cfg)
 	for (size_t i = 0; i < k; i++)
 		kept += keep[i];
 	for (size_t i = 0; i < k; i++) {
-		keep[i] = keep[i] || !kept; /* two cuts that share no interval: all */
+		/* a guard: each cut keeps more than half of them, so the two share one */
+		keep[i] = keep[i] || !kept;
 		if (!keep[i])
 			continue;
 		for (int b = 0; b < NETSTACK_BUCKETS; b++)
@@ -231,9 +232,9 @@ void bn_component_free(struct bn_component *c)
 {
 	free(c->warm);
 	c->warm = NULL;
+	c->warm_cap = c->warm_intervals = 0;
 }
 
-/* The interval's samples, folded into the baseline (a distribution summing to 1). */
 /* One interval's log ratio into a spread's running mean and variance (exponential weights). */
 static void spread_learn(double lr, double alpha, double *mu, double *var, double *n)
 {
@@ -253,12 +254,16 @@ static void learn(struct bn_component *c, const struct bn_pending *e, const stru
 		size_t w = cfg->warmup < BN_WARMUP_MAX ? cfg->warmup : BN_WARMUP_MAX;
 
 		w = w ? w : 1;
-		if (!c->warm && !(c->warm = calloc(w, sizeof(*c->warm))))
-			return; /* out of memory: the interval does not teach */
+		if (!c->warm) {
+			if (!(c->warm = calloc(w, sizeof(*c->warm))))
+				return; /* out of memory: the interval does not teach */
+			c->warm_cap = w;
+		}
+		/* the capacity, not cfg: a warm-up is as long as it began */
 		c->warm[c->warm_intervals] = *cur;
 		c->warm_l[c->warm_intervals] = log(e->p50 > 1 ? e->p50 : 1);
 		c->warm_m[c->warm_intervals] = log(e->mean > 1 ? e->mean : 1);
-		if (++c->warm_intervals == w)
+		if (++c->warm_intervals == c->warm_cap)
 			warm_end(c, cfg);
 		return;
 	}

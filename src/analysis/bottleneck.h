@@ -37,7 +37,7 @@ double bn_hist_quantile(const struct bn_hist *h, double q);
 void bn_mann_whitney(const struct bn_hist *base, double n_base, const struct bn_hist *cur,
 		     double *a, double *z);
 
-/* The most warm-up intervals whose medians are kept for the first spread. */
+/* The most warm-up intervals a component keeps (histograms, medians, means) for its first norm. */
 #define BN_WARMUP_MAX 32
 
 /* The method's constants (docs/netstack.md says why each is what it is). */
@@ -90,6 +90,7 @@ struct bn_component {
 	 * last: min(warmup, BN_WARMUP_MAX) histograms, ~9 KB for 10)
 	 */
 	struct bn_hist *warm;
+	size_t warm_cap; /* how many warm holds */
 	size_t warm_intervals;
 	double base_samples; /* how many samples the baseline stands for */
 	/* ln(interval p50 / baseline p50) of normal intervals: average and variance */

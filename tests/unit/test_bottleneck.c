@@ -103,7 +103,7 @@ static void test_interval(void **state)
 		assert_int_equal(bn_interval(c, cur, 2, cfg), -1);
 	}
 	assert_true(c[0].ready && c[1].ready);
-	/* the warm-up's samples are the baseline: a distribution with their mean */
+	/* the warm-up's samples (none cut: all alike) are the baseline, with their mean */
 	assert_true(fabs(bn_hist_total(&c[1].base) - 1) < 1e-9);
 	assert_true(c[1].base.sum_ns > 9000 && c[1].base.sum_ns < 11000);
 	/* clean intervals: nothing departs */
@@ -304,6 +304,35 @@ static void test_held_warmup(void **state)
 	for (int i = 0; i < 5; i++) {
 		steady(cur, &seed, 40);
 		assert_int_equal(bn_interval(c, cur, 2, cfg), 1);
+	}
+}
+
+/*
+ * Warm-ups of 0, 1, 2 and more than BN_WARMUP_MAX intervals: each is ready after its length
+ * (at least 1, at most BN_WARMUP_MAX) and the settle interval, not before, with the samples'
+ * mean; the warm-up's histograms are freed then (valgrind, by hand).
+ */
+static void test_warmup_lengths(void **state)
+{
+	const size_t lengths[] = { 0, 1, 2, BN_WARMUP_MAX + 5 };
+	unsigned int seed = 19;
+
+	(void)state;
+	for (size_t l = 0; l < sizeof(lengths) / sizeof(*lengths); l++) {
+		struct bn_config cfg = bn_default_config;
+		struct bn_component c[2] = { 0 };
+		struct bn_hist cur[2];
+		size_t want = lengths[l] < 1 ? 1 : lengths[l];
+
+		want = (want > BN_WARMUP_MAX ? BN_WARMUP_MAX : want) + cfg.settle;
+		cfg.warmup = lengths[l];
+		for (size_t i = 0; i < want; i++) {
+			assert_false(c[1].ready);
+			steady(cur, &seed, 1);
+			bn_interval(c, cur, 2, &cfg);
+		}
+		assert_true(c[1].ready && !c[1].warm && !c[1].warm_intervals);
+		assert_true(c[1].base.sum_ns > 9000 && c[1].base.sum_ns < 11000);
 	}
 }
 
@@ -639,6 +668,7 @@ int main(void)
 		cmocka_unit_test(test_own_spread),
 		cmocka_unit_test(test_slow_warmup),
 		cmocka_unit_test(test_held_warmup),
+		cmocka_unit_test(test_warmup_lengths),
 		cmocka_unit_test(test_drain_not_learned),
 		cmocka_unit_test(test_outliers_not_spread),
 		cmocka_unit_test(test_tail_stall),
