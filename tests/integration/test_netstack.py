@@ -1387,6 +1387,16 @@ def wanted_state(want, docs):
     return "; ".join(out)
 
 
+def norm(want, docs):
+    """The wanted series' norm at the end of a window: the deviation of its interval medians
+    (ln) and its baseline's mean (us), or None before it has one."""
+    x = next((x for x in docs[-1]["components"]
+              if (x["component"], x["device"], x["netns"]) == want), None)
+    if x is None or not x["baseline_ready"]:
+        return None
+    return round(x["baseline_spread"], 2), round(x["baseline_mean_s"] * 1e6, 1)
+
+
 def p50s(want, docs):
     """The wanted series' median p50 over intervals, in us (those with samples)."""
     v = [x["p50_s"] for d in docs for x in d["components"]
@@ -1401,7 +1411,7 @@ def trials(view, inject, remove, want, steal_cpu=None):
     ncpu = 1 if steal_cpu is not None else os.cpu_count()
     t0, s0 = time.monotonic(), steal_seconds(steal_cpu)
     view.wait_ready(want)
-    view.next(WINDOW)  # settled
+    norms = [norm(want, view.next(WINDOW))]  # settled
     # the baselines were learned meanwhile
     warm = (steal_seconds(steal_cpu) - s0) / (time.monotonic() - t0) / ncpu
     where = f"cpu{steal_cpu}" if steal_cpu is not None else "each CPU"
@@ -1419,6 +1429,7 @@ def trials(view, inject, remove, want, steal_cpu=None):
         stolen = (steal_seconds(steal_cpu) - s0) / ncpu
         stolen_all.append(stolen)
         c = view.next(WINDOW)
+        norms.append(norm(want, c))
         v_in, v_out = verdict(w[-3:]), verdict(c[-3:])
         if os.environ.get("PLUMB_NETSTACK_DEBUG"):
             debug_windows(want, w[-3:], c[-3:], v_in, v_out)
@@ -1448,7 +1459,8 @@ def trials(view, inject, remove, want, steal_cpu=None):
                        f"(median; void above {STEAL_VOID:.0%}): {seen}")
     assert hits >= NEED and clean >= NEED, \
         f"want {want} in >= {NEED}/{TRIALS} and clean >= {NEED}/{TRIALS}: (injected, clean) " \
-        f"verdicts of {ran} trials {seen}"
+        f"verdicts of {ran} trials {seen}; its norm (deviation of ln p50, baseline mean) " \
+        f"before the trials and after each {norms}"
 
 
 def background(cleanup, hosts, *client_args, cpus=None):
