@@ -53,11 +53,14 @@ class Work:
         assert line, f"waitwork {kind} printed nothing (exit {self.proc.poll()})"
         self.w = {k: v for k, v in (f.split("=") for f in line.split())}
         for k in ("tid", "pid", "blocked", "until", "rounds", "ino", "peer", "off", "epfd",
-                  "delay0", "waits_delay"):
+                  "delay0", "waits_delay", "late"):
             self.w[k] = int(self.w[k])
         self.w["addr"] = int(self.w["addr"], 16)
         self.w["blocked"] /= 1e9
         self.w["until"] /= 1e9
+        if self.w["late"]:
+            print(f"  {kind}: {self.w['late']} of {rounds} releases waited for the waiter to "
+                  f"block")
 
     def stop(self):
         if self.proc.poll() is None:

@@ -5,7 +5,8 @@
  *   waitwork [--cgroup DIR] [--spin] [--miss] [--migrate] KIND MS ROUNDS
  *
  * A waiter thread blocks ROUNDS times on one resource of KIND; each time the main thread
- * sleeps MS (nanosleep: a sleep, no wait kind) and then releases it without blocking itself.
+ * sleeps MS (nanosleep: a sleep, no wait kind), longer until the waiter sleeps in its call,
+ * and then releases it without blocking itself.
  * The time the waiter was blocked is known within two bounds, both printed (sums over the
  * rounds, CLOCK_MONOTONIC):
  *   blocked  at least: each call's wall time less the waiter's time on a CPU and queued for
@@ -56,6 +57,7 @@
  *   addr=<the futex word's address, hex> off=<its offset in the memfd> epfd=<epoll fd>
  *   delay0=<the waiter's run delay before its first wait, ns (schedstat)>
  *   waits_delay=<its run delay inside its waits, summed, ns>
+ *   late=<rounds whose release waited past MS for the waiter to block>
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -84,6 +86,8 @@ static long ms;
 static int fds[2], srv = -1, cli = -1, epfd = -1;
 static uint32_t *word; /* the futex word */
 static volatile int released, done; /* rounds released by main; the waiter finished */
+static volatile int entered; /* rounds whose call the waiter has begun */
+static int late; /* rounds main found the waiter not yet blocked after its sleep */
 static volatile pid_t waiter_tid;
 static uint64_t delay_first; /* the waiter's run delay before its first wait (before done) */
 struct round {
@@ -276,6 +280,7 @@ static void *waiter(void *arg)
 		r->start = now_ns();
 		if (i == 0)
 			delay_first = delay;
+		entered = i + 1; /* nothing blocks between this and the call */
 		wait_once(i);
 		r->wall = now_ns() - r->start;
 		schedstat(&r->run, &r->delay);
@@ -310,6 +315,47 @@ static void release(int round)
 		__atomic_store_n(word, round + 1, __ATOMIC_RELEASE);
 		futex(word, futex_op(FUTEX_WAKE), 1);
 	}
+}
+
+/* The waiter's state from /proc/self/task/TID/stat: 'S' while it sleeps in its call. */
+static char waiter_state(void)
+{
+	char path[64], buf[512], *p;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)waiter_tid);
+	f = fopen(path, "re");
+	if (!f)
+		die(path);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/*
+ * Round i is released only once the waiter sleeps in its call: a waiter late to it (its
+ * wakeup from the round before queued long, in a loaded emulated guest) would find it
+ * released and not block at all, and the round would be no wait (a 6.1 guest in CI counted
+ * 3 blocking futex waits of 4, the plumb counts otherwise whole). Rounds that waited: late=.
+ */
+static void until_blocked(int i)
+{
+	struct timespec nap = { 0, 1000000 };
+	uint64_t give_up = now_ns() + 30000000000ull;
+	bool waited = false;
+
+	while (entered <= i || waiter_state() != 'S') {
+		if (now_ns() > give_up) {
+			fprintf(stderr, "waitwork: the waiter did not block in round %d\n", i);
+			_exit(1);
+		}
+		waited = true;
+		clock_nanosleep(CLOCK_MONOTONIC, 0, &nap, NULL);
+	}
+	late += waited;
 }
 
 static void setup(void)
@@ -427,6 +473,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < rounds; i++) {
 		released = i; /* the waiter may start round i */
 		clock_nanosleep(CLOCK_MONOTONIC, 0, &d, NULL);
+		until_blocked(i);
 		if (migrate) {
 			struct timespec q = { 0, MIGRATE_QUEUED_MS * 1000000L };
 			cpu_set_t set;
@@ -468,11 +515,11 @@ int main(int argc, char **argv)
 		fstat(cli, &peer);
 	}
 	printf("tid=%d pid=%d blocked=%llu until=%llu rounds=%d ino=%llu peer=%llu addr=%llx "
-	       "off=%d epfd=%d delay0=%llu waits_delay=%llu\n",
+	       "off=%d epfd=%d delay0=%llu waits_delay=%llu late=%d\n",
 	       waiter_tid, getpid(), (unsigned long long)blocked_ns, (unsigned long long)until_ns,
 	       rounds, (unsigned long long)st.st_ino, (unsigned long long)peer.st_ino,
 	       (unsigned long long)(uintptr_t)word, 4096 + 8, epfd, (unsigned long long)delay_first,
-	       (unsigned long long)waits_delay);
+	       (unsigned long long)waits_delay, late);
 	fflush(stdout);
 	for (;;)
 		pause();
