@@ -264,9 +264,9 @@ static int subject_attach(struct subject *sub)
 	fds[n] = bpf_program__fd(sub->io->progs.enter_rw);
 	points[n++] = NULL;
 	sub->nwindowed = n;
-	sub->window =
-		attach_window_start(fds, points, n, sub->period_s * 1000000000ull / sub->windows,
-				    sub->period_s * 1000000000ull, err, sizeof(err));
+	sub->window = attach_window_start(fds, points, &sub->io->bss->rw_window_gate, n,
+					  sub->period_s * 1000000000ull / sub->windows,
+					  sub->period_s * 1000000000ull, err, sizeof(err));
 	if (!sub->window)
 		fprintf(stderr, "hotpath: %s\n", err);
 	return sub->window ? 0 : -1;

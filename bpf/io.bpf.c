@@ -56,6 +56,12 @@ const volatile bool args_at_enter = false;
 const volatile bool stamps_counted = false;
 __u64 io_stamps;
 __u64 io_fsync_stamps;
+/*
+ * enter_rw's gate (src/window.h): 1 from the window's attach to the start of its close, so
+ * that a close that waits for the kernel (other programs' attaches and detaches) times
+ * nothing past the window's measured span.
+ */
+__u32 rw_window_gate;
 
 #define S_IFMT	     00170000
 #define S_IFREG	     0100000
@@ -969,7 +975,8 @@ int BPF_PROG(enter_rw, struct pt_regs *regs, long id)
 {
 	struct task_struct *task;
 
-	if (!timed_syscall(id) || !gate_open())
+	if (!timed_syscall(id) || !rw_window_gate ||
+	    !gate_open())
 		return 0;
 	task = bpf_get_current_task_btf();
 	if (task->thread_info.status & TS_COMPAT)

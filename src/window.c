@@ -26,7 +26,9 @@ struct attach_window {
 	bool started; /* the thread (attach_window_run) */
 	size_t n;
 	int *prog_fds, *perf_fds;
+	uint32_t *gates; /* program k times calls while gates[k] is 1 (NULL: none) */
 	uint64_t window_ns, period_ns, rng;
+	uint64_t test_close_delay_ns; /* PLUMB_TEST_WINDOW_CLOSE_DELAY_MS: a close that waits */
 	struct attach_window_stats stats;
 };
 
@@ -107,7 +109,9 @@ static bool wait_until(struct attach_window *w, uint64_t t)
  * 6.1 and 6.12 a close's detach also waits behind the grace period of any close under way
  * (measured: the last of ten parallel closes took effect ~400 ms late), so closing all at
  * once would give the last program a window several times longer. Each program's span is
- * measured, from its attach to the start of its close. The period's window is counted at its
+ * measured, from its attach to the start of its close; with gates, the program times calls
+ * only between the two (its gate open), so that the kernel's running it after the close
+ * began (src/window.h) times nothing outside the span. The period's window is counted at its
  * last piece (count): as failed when any of its pieces could not attach all (period_failed
  * gathers them). False when stopped.
  */
@@ -143,14 +147,23 @@ static bool window_run(struct attach_window *w, uint64_t start, uint64_t span_ns
 				failed = true;
 				continue;
 			}
-			attached_at[next_attach++] = monotonic_ns();
+			/* timed from here: the span starts with the gate's opening */
+			attached_at[next_attach] = monotonic_ns();
+			if (w->gates)
+				__atomic_store_n(&w->gates[next_attach], 1, __ATOMIC_RELEASE);
+			next_attach++;
 			continue;
 		}
 		if (next_close == next_attach) /* stopped or failed: nothing more attached */
 			break;
 		if (!stop && !failed)
 			stop = wait_until(w, due_close);
+		/* to here: the close may wait (below) with the program still on */
+		if (w->gates)
+			__atomic_store_n(&w->gates[next_close], 0, __ATOMIC_RELEASE);
 		spans[next_close] = monotonic_ns() - attached_at[next_close];
+		if (w->test_close_delay_ns && !stop)
+			stop = wait_until(w, monotonic_ns() + w->test_close_delay_ns);
 		close(links[next_close]);
 		links[next_close++] = -1;
 	}
@@ -218,9 +231,9 @@ static void window_free(struct attach_window *w)
 	free(w);
 }
 
-struct attach_window *attach_window_open(const int *prog_fds, const char *const *points, size_t n,
-					 uint64_t window_ns, uint64_t period_ns, char *err,
-					 size_t errlen)
+struct attach_window *attach_window_open(const int *prog_fds, const char *const *points,
+					 uint32_t *gates, size_t n, uint64_t window_ns,
+					 uint64_t period_ns, char *err, size_t errlen)
 {
 	struct attach_window *w = calloc(1, sizeof(*w));
 	pthread_condattr_t attr;
@@ -232,6 +245,10 @@ struct attach_window *attach_window_open(const int *prog_fds, const char *const 
 		return NULL;
 	}
 	w->n = n;
+	w->gates = gates;
+	if (getenv("PLUMB_TEST_WINDOW_CLOSE_DELAY_MS"))
+		w->test_close_delay_ns =
+			strtoull(getenv("PLUMB_TEST_WINDOW_CLOSE_DELAY_MS"), NULL, 10) * 1000000;
 	w->window_ns = window_ns;
 	w->period_ns = period_ns;
 	w->rng = (monotonic_ns() ^ ((uint64_t)getpid() << 32)) | 1;
@@ -281,12 +298,12 @@ int attach_window_run(struct attach_window *w, char *err, size_t errlen)
 	return 0;
 }
 
-struct attach_window *attach_window_start(const int *prog_fds, const char *const *points, size_t n,
-					  uint64_t window_ns, uint64_t period_ns, char *err,
-					  size_t errlen)
+struct attach_window *attach_window_start(const int *prog_fds, const char *const *points,
+					  uint32_t *gates, size_t n, uint64_t window_ns,
+					  uint64_t period_ns, char *err, size_t errlen)
 {
 	struct attach_window *w =
-		attach_window_open(prog_fds, points, n, window_ns, period_ns, err, errlen);
+		attach_window_open(prog_fds, points, gates, n, window_ns, period_ns, err, errlen);
 
 	if (w && attach_window_run(w, err, errlen)) {
 		attach_window_stop(w);

@@ -1066,7 +1066,8 @@ static int io_windows_open(struct io_state *s, char *err, size_t errlen)
 	int fd = bpf_program__fd(s->skel->progs.enter_rw);
 	const char *point = NULL; /* a tp_btf program: no perf event */
 
-	s->windows = attach_window_open(&fd, &point, 1, s->window_ns, s->period_ns, err, errlen);
+	s->windows = attach_window_open(&fd, &point, &s->skel->bss->rw_window_gate, 1, s->window_ns,
+					s->period_ns, err, errlen);
 	return s->windows ? 0 : -EINVAL;
 }
 
