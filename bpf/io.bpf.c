@@ -57,9 +57,9 @@ const volatile bool stamps_counted = false;
 __u64 io_stamps;
 __u64 io_fsync_stamps;
 /*
- * enter_rw's gate (src/window.h): 1 from the window's attach to the start of its close, so
- * that a close that waits for the kernel (other programs' attaches and detaches) times
- * nothing past the window's measured span.
+ * enter_rw's gate (src/window.h): 1 from the return of the window's attach to the start of
+ * its close, the span user space measures; the kernel can run the program on either side
+ * of it (a close's detach, slow in an emulated guest), and it times nothing there.
  */
 __u32 rw_window_gate;
 
@@ -975,8 +975,7 @@ int BPF_PROG(enter_rw, struct pt_regs *regs, long id)
 {
 	struct task_struct *task;
 
-	if (!timed_syscall(id) || !rw_window_gate ||
-	    !gate_open())
+	if (!timed_syscall(id) || !rw_window_gate || !gate_open())
 		return 0;
 	task = bpf_get_current_task_btf();
 	if (task->thread_info.status & TS_COMPAT)
