@@ -456,12 +456,21 @@ def test_live(agent, cleanup):
     end = time.monotonic()
     out, _ = p.communicate(timeout=60)
     w = {k: int(v) / 1e9 for k, v in (f.split("=") for f in out.split())}
-    # from the start of main on: the spin ends spin_ms later, the sleep runs to the end
-    spinning = [v for t, v in seen if t < start + 0.8 * spin_ms / 1000]
+    # the spin from its start, by the worker's clock (main, then its move into the cgroup),
+    # for spin_ms; the sleep runs to the end
+    spun = w["main"] + w["move_wall"]
+    spinning = [v for t, v in seen if spun <= t < spun + 0.8 * spin_ms / 1000]
     asleep = [v for t, v in seen if end - 0.8 * sleep_ms / 1000 < t < end - 0.3]
     assert spinning and asleep, f"too few reads: {len(seen)} in {end - start:.1f} s"
-    print(f"  {len(spinning)} reads while it spun: sleep up to {max(spinning) * 1e3:.3f} ms")
-    assert max(spinning) < 0.001, f"sleep {max(spinning):.4f} s while it spun"
+    # no growth while it spins, from the first read inside the spin: the time before it may
+    # hold sleep of its own where sleep is the rest of the time (the move's wait for a grace
+    # period, 10-36 ms in the guests, when the agent did not read the thread before it; exec's
+    # page faults; a 6.1 guest once had 1.5 ms of sleep in a read while it spun, when the test
+    # took every read from the worker's start)
+    print(f"  {len(spinning)} reads while it spun: sleep {spinning[0] * 1e3:.3f} ms at the "
+          f"first, up to {max(spinning) * 1e3:.3f} ms")
+    assert max(spinning) - spinning[0] < 0.001, \
+        f"sleep grew while it spun: {[round(v * 1e3, 3) for v in spinning]} ms"
     m = agent.metrics()
     g = got(m, cg)
     # what a failure needs to be understood: every read (seconds before the exit was seen),
