@@ -338,8 +338,8 @@ static char waiter_state(void)
 /*
  * Round i is released only once the waiter sleeps in its call: a waiter late to it (its
  * wakeup from the round before queued long, in a loaded emulated guest) would find it
- * released and not block at all, and the round would be no wait (a 6.1 guest in CI counted
- * 3 blocking futex waits of 4, the plumb counts otherwise whole). Rounds that waited: late=.
+ * released and not block at all, and the round would be no wait (the likely cause of a 6.1
+ * guest's count in CI: 3 blocking futex waits of 4). Rounds that waited: late=.
  */
 static void until_blocked(int i)
 {
