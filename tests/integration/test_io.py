@@ -319,8 +319,9 @@ def stamps_back_to_zero(agent, within=5.0):
 def test_latency_windows(world, agent, cleanup):
     """With --io-latency-sample 16 (the default) the enter program is attached for 1/16 of
     the time and times every call meanwhile: about one pread in 16 is timed, and one fsync in
-    16 (each pread is followed by one), the enter program ran on about one call in 16, not on
-    every call; counters stay exact. Each window's close is held 100 ms
+    16 (each pread is followed by one), the enter program ran on a part of the calls, not on
+    every call (attached 1/16 of the time and its held closes, below); counters stay exact.
+    Each window's close is held 100 ms
     (PLUMB_TEST_WINDOW_CLOSE_DELAY_MS), its program still attached, as a slow close leaves it
     (a 6.12 guest in CI timed 2.6 times as many calls as its windows held): the program's gate,
     shut at the span's end, must keep it from timing anything then (without the gate: 2.34
