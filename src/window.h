@@ -12,12 +12,12 @@
  * A program on a tracepoint event instead gets a perf event, opened once and never enabled (a BPF
  * program on a tracepoint event runs whether the event is enabled or not); a window attaches
  * each program with BPF_LINK_CREATE (~10 us) and closes its link window_ns later. A program
- * stops at the start of its link's close, but the close then waits for an RCU grace period
+ * stops early in its link's close (but see below), and the close then waits for an RCU grace period
  * (~40 ms), and on 6.1 and 6.12 the next close's detach waits behind it: so the programs'
  * windows are staggered 50 ms apart (src/window.c), each measured. The perf events stay, so
  * a window does not pay their free (another grace period, serialised).
  *
- * A program can also run after its close began and before its attach returned (the kernel's work
+ * A program can run well after its close began and before its attach returned (the kernel's work
  * around them, slow in an emulated guest, and serialised with other programs' attaches and
  * detaches): a 6.12 guest in CI timed 2.6 times as many calls as its measured windows held, and 18%
  * of the calls a 6.12 guest's program saw came outside the spans (0.15% on this project's machine).
