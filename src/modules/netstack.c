@@ -90,9 +90,9 @@ struct netstack_state {
 	unsigned int grace_s; /* a removed cgroup's series stay this long */
 	/*
 	 * The LRU maps' entries and evictions (enum netstack_lru_map), counted at most every
-	 * NETSTACK_COUNT_MS
+	 * count_every_ms (NETSTACK_COUNT_MS; tests only: PLUMB_TEST_LRU_COUNT_MS)
 	 */
-	uint64_t counted_ms, entries[NS_MAPS], evicted[NS_MAPS];
+	uint64_t counted_ms, count_every_ms, entries[NS_MAPS], evicted[NS_MAPS];
 	bool steal; /* the kernel keeps hypervisor steal apart (FEAT_STEAL) */
 	uint64_t steal_checked_ms;
 	struct adopt adopt; /* --pin: the maps and links over a restart */
@@ -130,7 +130,8 @@ struct netstack_window {
 
 /*
  * Counting reads every entry (in batches: 65,536 of ns_pkts are ~2 MB), so the counts are
- * refreshed at most this often, not at every scrape.
+ * refreshed at most this often, not at every scrape. Tests only: PLUMB_TEST_LRU_COUNT_MS sets
+ * another period (test_netstack's eviction test, which would otherwise wait 10 s for it).
  */
 #define NETSTACK_COUNT_MS 10000
 
@@ -874,7 +875,7 @@ static void netstack_health(struct plumb_module *m, struct module_health *h)
 	health_add_lost(h, "window_edge",
 			__atomic_load_n(&s->skel->bss->window_edge, __ATOMIC_RELAXED));
 	health_add_map(h, "ns_hists", s->nseries, NETSTACK_HISTS_MAX);
-	if (!s->counted_ms || monotonic_ms() - s->counted_ms >= NETSTACK_COUNT_MS) {
+	if (!s->counted_ms || monotonic_ms() - s->counted_ms >= s->count_every_ms) {
 		lru_count(s);
 		s->counted_ms = monotonic_ms();
 	}
@@ -1050,6 +1051,9 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 	s->own_netns = netns_inode("/proc/self/ns/net");
 	s->series = calloc(NETSTACK_HISTS_MAX, sizeof(*s->series));
 	s->grace_s = cfg->cgroup_grace_s;
+	s->count_every_ms = NETSTACK_COUNT_MS;
+	if (getenv("PLUMB_TEST_LRU_COUNT_MS"))
+		s->count_every_ms = strtoull(getenv("PLUMB_TEST_LRU_COUNT_MS"), NULL, 10);
 	if (cfg->cgroup_root)
 		s->cgroups = cgroup_cache_new(cfg->cgroup_root, NETSTACK_HISTS_MAX);
 	if (s->ncpus <= 0 || !s->series || (cfg->cgroup_root && !s->cgroups)) {

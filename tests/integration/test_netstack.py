@@ -749,17 +749,22 @@ def icmp_sent(names):
     return n
 
 
+LRU_COUNT_S = 2  # test_evictions: the agent's LRU count period (10 s by default)
+
+
 def test_evictions(hosts, cleanup):
     """90,000 sampled datagrams held at once in a TBF queue (8 kbit/s: a few leave): ns_pkts,
     an LRU map of 65,536, evicts the oldest, and the count exported is what was inserted, not
     deleted and not there. Ground truth: the qdisc's own backlog, and the map's entries. An
     agent of its own, scraped twice: once before (its first scrape counts the map) and once
-    11 s after (the count is redone at most every 10 s). With a shared agent scraped every
-    second, whose count could be 10 s old when the test began, a 6.1 guest counted 83 more
-    than the held ones."""
+    after the count is redone (at most every 10 s; every LRU_COUNT_S here, test-only
+    PLUMB_TEST_LRU_COUNT_MS: the count is the same, only its period is shorter). With a shared
+    agent scraped every second, whose count could be 10 s old when the test began, a 6.1
+    guest counted 83 more than the held ones."""
     h1 = hosts.names[0]
     agent = Agent(cleanup, "--modules", "netstack", "--netstack-window", "1",
-                  wait_for_module=False)
+                  wait_for_module=False,
+                  env={**os.environ, "PLUMB_TEST_LRU_COUNT_MS": str(int(LRU_COUNT_S * 1000))})
     deadline = time.time() + 15
     while "module netstack: up" not in agent.output() and time.time() < deadline:
         time.sleep(0.1)
@@ -779,7 +784,7 @@ def test_evictions(hosts, cleanup):
         out = sh("ip", "netns", "exec", h1, "tc", "-s", "qdisc", "show", "dev", "eth0").stdout
         held = int(re.search(r"backlog \S+ (\d+)p", out).group(1))
         assert held > 65536 + 10_000, f"only {held} datagrams held: {out}"
-        time.sleep(11)  # the agent counts its LRU maps at most every 10 s
+        time.sleep(LRU_COUNT_S + 1)  # the agent counts its LRU maps at most this often
         evicted, entries = counts()
         icmp = icmp_sent(hosts.names + [hosts.switch]) - icmp0
     finally:
