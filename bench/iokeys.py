@@ -4,10 +4,11 @@ it holds N (cgroup, mount) keys and nothing else happens, and a scrape's duratio
 keys exist and at N = CGROUPS x MOUNTS (default 40 x 90 = 3,600 keys on the mounts, and each
 cgroup's process makes two more, on / and cgroupfs: ~3,700 of --io-capacity's 4,096).
 
-The agent reads its BPF maps every 250 ms (docs/architecture.md): with one bpf() lookup per
+The agent read its BPF maps every 250 ms (docs/architecture.md): with one bpf() lookup per
 key that read grew with the keys; io_stats is now read in batches up to the highest slot in
-use, and io_slots walked only when a key was added or removed. `--compare PATH` runs a second agent binary beside this one (e.g. an older commit's, built
-in a git worktree), both seeing the same keys, measured in turns: PAIRS rounds, medians.
+use and only at scrapes, and io_slots walked only when a key was added or removed.
+`--compare PATH` runs a second agent binary beside this one (e.g. an older commit's, built in
+a git worktree), both seeing the same keys, measured in turns: PAIRS rounds, medians.
 Results in bench/results/iokeys.md with the machine.
 """
 
