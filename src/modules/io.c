@@ -47,6 +47,14 @@ const char *const io_lat_names[IO_LAT_KINDS] = { "read", "write", "fsync" };
 #define IO_SLOTS_WALK_MS    5000
 #define IO_MOUNT_NAMESPACES 256
 /*
+ * The cgroup name cache holds four times --io-capacity cgroups, and at least this many: it
+ * holds the host's tree (a scan keeps the first it meets, in directory order), not only the
+ * cgroups with keys, so a small --io-capacity must not leave the workloads' own unnamed on a
+ * host with many cgroups (--io-capacity 16 named 64: a test's cgroups went unnamed beside
+ * 6,000 others). flow's cache holds as many.
+ */
+#define IO_CGROUPS_MIN 4096
+/*
  * Latency sampled 1 in N (N > 1): the read/write enter programs are attached for 1/N of each
  * period and time every call meanwhile; a window is at least IO_WINDOW_MIN_NS, so the period
  * grows past IO_WINDOW_PERIOD_NS for N above 100 (docs/architecture.md, "Latency windows").
@@ -1078,6 +1086,7 @@ static int io_windows_open(struct io_state *s, char *err, size_t errlen)
 static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 {
 	struct io_state *s;
+	size_t names;
 	int err;
 
 	m->nattach = 0;
@@ -1098,7 +1107,9 @@ static int io_load(struct plumb_module *m, const struct plumb_config *cfg)
 		snprintf(m->error, sizeof(m->error), "cannot count CPUs");
 		goto out_unload;
 	}
-	s->cgroups = cgroup_cache_new(cfg->cgroup_root, 4 * (size_t)s->capacity);
+	names = 4 * (size_t)s->capacity;
+	s->cgroups =
+		cgroup_cache_new(cfg->cgroup_root, names > IO_CGROUPS_MIN ? names : IO_CGROUPS_MIN);
 	s->mounts = mount_cache_new(IO_MOUNT_NAMESPACES, IO_RESOLVE_RESCAN_MS);
 	if (!s->cgroups || !s->mounts) {
 		err = -ENOMEM;

@@ -512,9 +512,14 @@ def test_map_full_counted(world, agent, cleanup):
 
 def test_slots_reused(world, agent, cleanup):
     """A removed cgroup's keys give their slots back, zeroed: once the map has been full, new
-    cgroups still count, and exactly (bpf/io.bpf.c, io_slots and io_free)."""
+    cgroups still count, and exactly (bpf/io.bpf.c, io_slots and io_free). Beside 200 empty
+    cgroups, siblings of the new ones: the name cache holds the host's tree, and with four
+    times --io-capacity (64) a scan kept others before the new ones (kernfs lists a directory
+    in name-hash order), which then stayed unnamed (IO_CGROUPS_MIN)."""
     small = Agent(cleanup, "--io-capacity", "16", "--cgroup-grace", "1")
     base = f"plumb-it-{os.getpid()}/reuse"
+    for i in range(200):
+        make_cgroup(cleanup, f"{base}/pad-{i}")
     old = [make_cgroup(cleanup, f"{base}/old-{i}") for i in range(10)]
     for i, (cg, _) in enumerate(old):
         iowork(cg, f"write:{world.tmpfs}/reuse-old-{i}:100000:1000")
