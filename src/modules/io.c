@@ -50,8 +50,9 @@ const char *const io_lat_names[IO_LAT_KINDS] = { "read", "write", "fsync" };
  * The cgroup name cache holds four times --io-capacity cgroups, and at least this many: it
  * holds the host's tree (a scan keeps the first it meets, in directory order), not only the
  * cgroups with keys, so a small --io-capacity must not leave the workloads' own unnamed on a
- * host with many cgroups (--io-capacity 16 named 64: a test's cgroups went unnamed beside
- * 6,000 others). flow's cache holds as many.
+ * host with a few hundred cgroups (--io-capacity 16 named 64: a test's new cgroups went
+ * unnamed beside 200 siblings). flow's cache holds as many. A host with more cgroups than
+ * the cache leaves some unnamed still (counted: cgroup_cache_full).
  */
 #define IO_CGROUPS_MIN 4096
 /*

@@ -1052,8 +1052,14 @@ static int netstack_load(struct plumb_module *m, const struct plumb_config *cfg)
 	s->series = calloc(NETSTACK_HISTS_MAX, sizeof(*s->series));
 	s->grace_s = cfg->cgroup_grace_s;
 	s->count_every_ms = NETSTACK_COUNT_MS;
-	if (getenv("PLUMB_TEST_LRU_COUNT_MS"))
-		s->count_every_ms = strtoull(getenv("PLUMB_TEST_LRU_COUNT_MS"), NULL, 10);
+	if (getenv("PLUMB_TEST_LRU_COUNT_MS")) {
+		const char *v = getenv("PLUMB_TEST_LRU_COUNT_MS");
+		char *end;
+		unsigned long long ms = strtoull(v, &end, 10);
+
+		if (*v >= '0' && *v <= '9' && !*end && ms > 0 && ms <= NETSTACK_COUNT_MS)
+			s->count_every_ms = ms; /* else ignored: a test's typo counts as usual */
+	}
 	if (cfg->cgroup_root)
 		s->cgroups = cgroup_cache_new(cfg->cgroup_root, NETSTACK_HISTS_MAX);
 	if (s->ncpus <= 0 || !s->series || (cfg->cgroup_root && !s->cgroups)) {

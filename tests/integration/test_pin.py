@@ -375,15 +375,15 @@ def test_no_gap(cleanup):
         # what a next time should tell, the TCP series of both ends, flow's losses, and what
         # the agents said of flow's hand-over
         m = b.metrics()
-        series = {}
+        series = []  # each series: its name's part, its labels but the two selected, value
         for name in ("plumb_flow_bytes_total", "plumb_flow_connections_total"):
             for k, v in select(m, name, protocol="tcp", peer_port=str(net_port)).items():
-                k = dict(k)
-                series[(k["cgroup"], k["role"], k.get("direction"))] = v
+                series.append((name[len("plumb_flow_"):], sorted(
+                    (lk, lv) for lk, lv in k if lk not in ("protocol", "peer_port")), v))
         lost = {dict(k)["reason"]: v for k, v in select(
             m, "plumb_events_lost_total", module="flow").items() if v}
         said = [line for line in (a.output() + b.output()).splitlines() if "flow:" in line]
-        raise AssertionError(f"{e}; TCP (cgroup, role, direction): {series}; flow's losses "
+        raise AssertionError(f"{e}; TCP series of port {net_port}: {series}; flow's losses "
                              f"{lost}; the agents on flow: {said}") from None
     # every datagram is one packet through lo's queue, followed by one agent or the other
     deadline = time.time() + 10
