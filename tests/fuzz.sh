@@ -2,9 +2,9 @@
 # tests/fuzz.sh [SECONDS]   (make fuzz; make test runs it for 6 s through tests/run-all.sh)
 #   Runs the libFuzzer targets in build/fuzz/ side by side, each for SECONDS (default 60)
 #   from its corpus, fuzz/corpus/NAME (the seeds and every crash found, kept there as a
-#   regression: each run replays them first). New inputs go to build/fuzz/corpus-NAME, not into the repository.
-#   A crash leaves its input in build/fuzz/crash-NAME-*; copy it into fuzz/corpus/NAME once
-#   fixed. Prints one line per target and "N passed, N failed".
+#   regression: each run replays them first). New inputs go to build/fuzz/corpus-NAME, not
+#   into the repository. A crash leaves its input in build/fuzz/crash-NAME-*; copy it into
+#   fuzz/corpus/NAME once fixed. Prints one line per target and "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.." || exit 1
 secs=${1:-60}

@@ -66,15 +66,12 @@ struct http_server {
 	bool have_verified[WEB_USERS_MAX];
 };
 
-/* body is copied, unless persistent (a string literal) */
-static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status,
-			     const char *content_type, const char *body, size_t len, int persistent)
+/* Queues resp (NULL: not made) with its content type, and lets go of it. */
+static enum MHD_Result queue(struct MHD_Connection *conn, unsigned int status,
+			     const char *content_type, struct MHD_Response *resp)
 {
-	struct MHD_Response *resp;
 	enum MHD_Result ret;
 
-	resp = MHD_create_response_from_buffer(
-		len, (void *)body, persistent ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_COPY);
 	if (!resp)
 		return MHD_NO;
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
@@ -93,24 +90,21 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status,
 static enum MHD_Result reply_owned(struct MHD_Connection *conn, unsigned int status,
 				   const char *content_type, char *body, size_t len)
 {
-	struct MHD_Response *resp;
-	enum MHD_Result ret;
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
 
-	resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
+	if (!resp)
 		free(body);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-	ret = MHD_queue_response(conn, status, resp);
-	MHD_destroy_response(resp);
-	return ret;
+	return queue(conn, status, content_type, resp);
 }
 
+/* text: a string literal, never copied */
 static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned int status,
 				  const char *text)
 {
-	return reply(conn, status, "text/plain; charset=utf-8", text, strlen(text), 1);
+	return queue(conn, status, "text/plain; charset=utf-8",
+		     MHD_create_response_from_buffer(strlen(text), (void *)text,
+						     MHD_RESPMEM_PERSISTENT));
 }
 
 static enum MHD_Result handle_api(struct http_server *srv, struct MHD_Connection *conn,
